@@ -1,0 +1,118 @@
+# shimbridge build. `make` builds everything; `make test` runs every test (see README).
+VERSION    := 0.1.0
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+CC         ?= cc
+MUSLCC     ?= musl-gcc
+CLANG      ?= clang
+
+WARN       := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
+BASECFLAGS := -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -Icommon -Ibridge $(WARN)
+CFLAGS     ?= -O2 -g
+HARDEN     := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
+LDHARDEN   := -pie -Wl,-z,relro,-z,now
+LIBS       := -levent -ljansson -lsodium
+SANFLAGS   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+B          := build
+COMMON_SRC := $(wildcard common/*.c)
+BRIDGE_SRC := $(filter-out bridge/main.c,$(wildcard bridge/*.c))
+SHIM_SRC   := $(wildcard shim/*.c)
+GIT_SRC    := $(wildcard gitserve/*.c)
+ADMIN_SRC  := $(wildcard admin/*.c)
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
+BENCH_SRC  := $(wildcard bench/*.c)
+HDRS       := $(wildcard common/*.h bridge/*.h shim/*.h gitserve/*.h admin/*.h)
+
+# Object sets: normal ($(B)/o), sanitized ($(B)/san), fuzzing ($(B)/fuzz).
+obj   = $(patsubst %.c,$(B)/o/%.o,$(1))
+sobj  = $(patsubst %.c,$(B)/san/%.o,$(1))
+fobj  = $(patsubst %.c,$(B)/fuzz/%.o,$(1))
+
+PROGS      := $(B)/shimbridged $(B)/shimbridge $(B)/shimbridge-git $(B)/shim
+SANPROGS   := $(B)/san/shimbridged $(B)/san/shim $(B)/san/shimbridge-git $(B)/san/shimbridge
+UNITS      := $(patsubst tests/unit/%.c,$(B)/unit/%,$(UNIT_SRC))
+SANUNITS   := $(patsubst tests/unit/%.c,$(B)/unit-san/%,$(UNIT_SRC))
+FUZZERS    := $(patsubst tests/fuzz/%.c,$(B)/fuzzers/%,$(FUZZ_SRC))
+BENCHES    := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+
+.PHONY: all test unit integration fuzz fuzz-build bench demo install uninstall clean san valgrind check-scripts
+all: $(PROGS)
+
+$(B)/o/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) $(CFLAGS) $(HARDEN) -c $< -o $@
+$(B)/san/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) $(SANFLAGS) -c $< -o $@
+$(B)/fuzz/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(BASECFLAGS) -Wno-unused-command-line-argument -O1 -g -fsanitize=fuzzer-no-link,address,undefined -DSHIMBRIDGE_FUZZ -c $< -o $@
+
+$(B)/shimbridged: $(call obj,bridge/main.c $(BRIDGE_SRC) $(COMMON_SRC))
+	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS)
+$(B)/shimbridge: $(call obj,$(ADMIN_SRC) $(BRIDGE_SRC) $(COMMON_SRC))
+	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS)
+$(B)/shimbridge-git: $(call obj,$(GIT_SRC) $(COMMON_SRC))
+	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS)
+
+# The shim: static, musl, small. Only common/ code that needs no third-party library.
+SHIM_COMMON := common/frame.c common/jsonw.c common/proto.c common/util.c
+$(B)/shim: $(SHIM_SRC) $(SHIM_COMMON) $(HDRS)
+	@mkdir -p $(B)
+	$(MUSLCC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -DSHIMBRIDGE_SHIM -Icommon $(WARN) \
+	  -Os -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s -o $@ $(SHIM_SRC) $(SHIM_COMMON)
+
+$(B)/san/shimbridged: $(call sobj,bridge/main.c $(BRIDGE_SRC) $(COMMON_SRC))
+	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
+$(B)/san/shimbridge: $(call sobj,$(ADMIN_SRC) $(BRIDGE_SRC) $(COMMON_SRC))
+	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
+$(B)/san/shimbridge-git: $(call sobj,$(GIT_SRC) $(COMMON_SRC))
+	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
+$(B)/san/shim: $(call sobj,$(SHIM_SRC) $(SHIM_COMMON))
+	$(CC) $(SANFLAGS) -o $@ $^
+san: $(SANPROGS)
+
+$(B)/unit/%: $(call obj,tests/unit/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LIBS) -lcmocka
+$(B)/unit-san/%: $(call sobj,tests/unit/%.c) $(call sobj,$(BRIDGE_SRC) $(COMMON_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS) -lcmocka
+$(B)/fuzzers/%: $(call fobj,tests/fuzz/%.c) $(call fobj,$(BRIDGE_SRC) $(COMMON_SRC) $(filter-out gitserve/main.c,$(GIT_SRC)))
+	@mkdir -p $(dir $@)
+	$(CLANG) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LIBS)
+$(B)/bench/%: $(call obj,bench/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LIBS)
+
+unit: $(UNITS) $(SANUNITS)
+fuzz-build: $(FUZZERS)
+
+# The README's test command. Installs its own dependencies, then runs everything and
+# ends with one summary line "N passed, N failed".
+test:
+	sh tests/deps.sh
+	$(MAKE) all san unit fuzz-build
+	bash tests/run-all
+
+FUZZ_SECONDS ?= 60
+fuzz: fuzz-build
+	bash tests/fuzz/run $(FUZZ_SECONDS)
+
+bench: all $(BENCHES)
+	bash bench/run
+
+demo:
+	sh tests/deps.sh
+	$(MAKE) all
+	bash demo/demo.sh
+
+install: all
+	sh installer/install.sh --prefix "$(PREFIX)" --destdir "$(DESTDIR)" --prebuilt $(B)
+uninstall:
+	sh installer/uninstall.sh --prefix "$(PREFIX)" --destdir "$(DESTDIR)"
+
+clean:
+	rm -rf $(B)

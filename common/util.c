@@ -1,0 +1,132 @@
+/* Small helpers shared by every program. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+const char *util_progname = "shimbridge";
+
+/* Report an allocation failure and stop: the callers have no sane way to go on. */
+static void __attribute__((noreturn))
+oom(void)
+{
+	static const char msg[] = ": out of memory\n";
+
+	(void)!write(STDERR_FILENO, util_progname, strlen(util_progname));
+	(void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+	_exit(125);
+}
+
+/* malloc that never returns NULL. */
+void *
+xmalloc(size_t n)
+{
+	void *p = malloc(n == 0 ? 1 : n);
+
+	if (p == NULL)
+		oom();
+	return p;
+}
+
+/* calloc that never returns NULL. */
+void *
+xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n == 0 ? 1 : n, sz == 0 ? 1 : sz);
+
+	if (p == NULL)
+		oom();
+	return p;
+}
+
+/* Overflow-checked realloc of n elements of sz bytes. */
+void *
+xreallocarray(void *p, size_t n, size_t sz)
+{
+	void *q;
+
+	if (sz != 0 && n > SIZE_MAX / sz)
+		oom();
+	q = realloc(p, n * sz == 0 ? 1 : n * sz);
+	if (q == NULL)
+		oom();
+	return q;
+}
+
+/* strdup that never returns NULL. */
+char *
+xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	if (p == NULL)
+		oom();
+	return p;
+}
+
+/* strndup that never returns NULL. */
+char *
+xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+
+	if (p == NULL)
+		oom();
+	return p;
+}
+
+/* vasprintf that never fails. */
+int
+xvasprintf(char **ret, const char *fmt, va_list ap)
+{
+	int n = vasprintf(ret, fmt, ap);
+
+	if (n < 0)
+		oom();
+	return n;
+}
+
+/* asprintf that never fails. */
+int
+xasprintf(char **ret, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = xvasprintf(ret, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+/* Copy a string, refusing to truncate. */
+int
+strcpy_checked(char *dst, size_t dstsz, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (n >= dstsz) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(dst, src, n + 1);
+	return 0;
+}
+
+/* One-line error and exit. */
+void
+die(int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", util_progname);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}

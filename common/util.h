@@ -1,0 +1,26 @@
+/* Small helpers shared by every program: checked allocation, bounded copies. */
+#ifndef SHIMBRIDGE_UTIL_H
+#define SHIMBRIDGE_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+/* Allocation that never returns NULL: aborts with a message on exhaustion. */
+void	*xmalloc(size_t);
+void	*xcalloc(size_t, size_t);
+void	*xreallocarray(void *, size_t, size_t);
+char	*xstrdup(const char *);
+char	*xstrndup(const char *, size_t);
+int	 xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)));
+int	 xvasprintf(char **, const char *, va_list) __attribute__((format(printf, 2, 0)));
+
+/* Copy src into dst of size dstsz; returns -1 (ENAMETOOLONG) instead of truncating. */
+int	 strcpy_checked(char *dst, size_t dstsz, const char *src);
+
+/* Print "prog: message" to stderr and exit(code); never returns. */
+void	 die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+
+/* Program name for messages (set once from argv[0]). */
+extern const char *util_progname;
+
+#endif
