@@ -1,0 +1,88 @@
+/* Audit log writer. */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "audit.h"
+#include "log.h"
+#include "redact.h"
+#include "util.h"
+
+static int audit_fd = -1;
+
+/* Open the audit file for appending, root-only. */
+int
+audit_open(const char *path, char **cause)
+{
+	int fd;
+
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		xasprintf(cause, "cannot open audit log %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (audit_fd >= 0)
+		close(audit_fd);
+	audit_fd = fd;
+	return 0;
+}
+
+/* Close the audit file. */
+void
+audit_close(void)
+{
+	if (audit_fd >= 0)
+		close(audit_fd);
+	audit_fd = -1;
+}
+
+/* Append one line. */
+void
+audit_write(json_t *obj, const struct redact *r)
+{
+	char ts[96], *line = NULL, *red = NULL;
+	struct timespec now;
+	struct tm tm;
+	size_t len, off = 0;
+	ssize_t n;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	gmtime_r(&now.tv_sec, &tm);
+	snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900,
+	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	    now.tv_nsec / 1000000);
+	json_object_set_new(obj, "time", json_string(ts));
+	line = json_dumps(obj, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER);
+	json_decref(obj);
+	if (line == NULL) {
+		log_warnx("audit: cannot encode a record");
+		return;
+	}
+	red = redact_string(r, line);
+	free(line);
+	if (red == NULL)
+		return;
+	len = strlen(red);
+	red[len++] = '\n';	/* over the NUL: the line is written by length */
+	if (audit_fd < 0) {
+		free(red);
+		return;
+	}
+	while (off < len) {
+		n = write(audit_fd, red + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			log_warnx("audit: write failed: %s", strerror(errno));
+			break;
+		}
+		off += (size_t)n;
+	}
+	free(red);
+}

@@ -1,0 +1,1227 @@
+/*
+ * Configuration loading and validation. Unknown keys are errors: a typo in a
+ * security policy must fail loudly, not be ignored. Every message names the file
+ * and the location of the problem.
+ */
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "config.h"
+#include "proto.h"
+#include "redact.h"
+#include "secret.h"
+#include "util.h"
+
+#define CONFIG_MAX_BYTES	(1024 * 1024)
+#define CONFIG_MAX_FILES	4096
+#define OVERFLOW_UID		65534
+
+#define DEF_SOCKET		"/run/shimbridge/bridge.sock"
+#define DEF_AUDIT		"/var/log/shimbridge/audit.log"
+#define DEF_STATE		"/var/lib/shimbridge"
+#define DEF_RUNNER		"shimbridge-runner"
+
+/* Loader state: the file being read, for messages. */
+struct loader {
+	const char	*file;
+	char		*cause;
+	crypto_generichash_state *hash;	/* over every file read: the config version */
+};
+
+/* Record the first error as "file: where: message". */
+static int __attribute__((format(printf, 3, 4)))
+lerr(struct loader *l, const char *where, const char *fmt, ...)
+{
+	char *msg;
+	va_list ap;
+
+	if (l->cause != NULL)
+		return -1;
+	va_start(ap, fmt);
+	xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (where != NULL && *where != '\0')
+		xasprintf(&l->cause, "%s: %s: %s", l->file, where, msg);
+	else
+		xasprintf(&l->cause, "%s: %s", l->file, msg);
+	free(msg);
+	return -1;
+}
+
+/* Join a location and a key: "tools" + "gh" -> "tools.gh". */
+static char *
+at(const char *where, const char *key)
+{
+	char *s;
+
+	if (where == NULL || *where == '\0')
+		return xstrdup(key);
+	xasprintf(&s, "%s.%s", where, key);
+	return s;
+}
+
+/* Join a location and an index: "rules" + 3 -> "rules[3]". */
+static char *
+at_index(const char *where, size_t i)
+{
+	char *s;
+
+	xasprintf(&s, "%s[%zu]", where, i);
+	return s;
+}
+
+/* Refuse keys not in the allowed list. */
+static int
+check_keys(struct loader *l, json_t *obj, const char *where, const char *const *allowed)
+{
+	const char *key;
+	json_t *v;
+	size_t i;
+
+	json_object_foreach(obj, key, v) {
+		for (i = 0; allowed[i] != NULL; i++) {
+			if (strcmp(key, allowed[i]) == 0)
+				break;
+		}
+		if (allowed[i] == NULL) {
+			char *w = at(where, key);
+
+			lerr(l, w, "unknown key (allowed here: see docs/CONFIG.md)");
+			free(w);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Optional string member; *out stays as it is when absent. */
+static int
+get_str(struct loader *l, json_t *obj, const char *where, const char *key, char **out)
+{
+	json_t *v = json_object_get(obj, key);
+	char *w;
+
+	if (v == NULL)
+		return 0;
+	if (!json_is_string(v) || json_string_length(v) == 0 ||
+	    json_string_length(v) > PATH_MAX) {
+		w = at(where, key);
+		lerr(l, w, "expected a non-empty string");
+		free(w);
+		return -1;
+	}
+	free(*out);
+	*out = xstrdup(json_string_value(v));
+	return 0;
+}
+
+/* Optional integer member within [min, max]. */
+static int
+get_int(struct loader *l, json_t *obj, const char *where, const char *key, long long min,
+    long long max, long long *out)
+{
+	json_t *v = json_object_get(obj, key);
+	char *w;
+
+	if (v == NULL)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
+		w = at(where, key);
+		lerr(l, w, "expected an integer from %lld to %lld", min, max);
+		free(w);
+		return -1;
+	}
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* Optional array of non-empty strings. */
+static int
+get_strv(struct loader *l, json_t *obj, const char *where, const char *key, size_t maxn,
+    char ***out, size_t *nout)
+{
+	json_t *v = json_object_get(obj, key), *e;
+	size_t i;
+	char *w;
+
+	if (v == NULL)
+		return 0;
+	w = at(where, key);
+	if (!json_is_array(v) || json_array_size(v) > maxn) {
+		lerr(l, w, "expected an array of at most %zu strings", maxn);
+		free(w);
+		return -1;
+	}
+	*out = xcalloc(json_array_size(v) + 1, sizeof **out);
+	*nout = 0;
+	json_array_foreach(v, i, e) {
+		if (!json_is_string(e) || json_string_length(e) == 0 ||
+		    json_string_length(e) > 4096) {
+			char *wi = at_index(w, i);
+
+			lerr(l, wi, "expected a non-empty string");
+			free(wi);
+			free(w);
+			return -1;
+		}
+		(*out)[(*nout)++] = xstrdup(json_string_value(e));
+	}
+	free(w);
+	return 0;
+}
+
+/* Names: 1-64 chars of [A-Za-z0-9_.-], not starting with '.' or '-'. */
+static int
+valid_name(const char *s)
+{
+	size_t n = strlen(s), i;
+
+	if (n == 0 || n > REQ_MAX_NAME || s[0] == '.' || s[0] == '-')
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (!isalnum((unsigned char)s[i]) && s[i] != '_' && s[i] != '.' && s[i] != '-')
+			return 0;
+	}
+	return 1;
+}
+
+/* Environment variable names: [A-Za-z_][A-Za-z0-9_]*. */
+static int
+valid_env_name(const char *s)
+{
+	size_t i;
+
+	if (!isalpha((unsigned char)s[0]) && s[0] != '_')
+		return 0;
+	for (i = 1; s[i] != '\0'; i++) {
+		if (!isalnum((unsigned char)s[i]) && s[i] != '_')
+			return 0;
+	}
+	return i <= 128;
+}
+
+/* owner/name with GitHub's characters. */
+static int
+valid_repo(const char *s)
+{
+	const char *slash = strchr(s, '/');
+	size_t i;
+
+	if (slash == NULL || slash == s || slash[1] == '\0' || strchr(slash + 1, '/') != NULL)
+		return 0;
+	if (strlen(s) > 200 || strcmp(slash + 1, ".") == 0 || strcmp(slash + 1, "..") == 0)
+		return 0;
+	for (i = 0; s[i] != '\0'; i++) {
+		if (s + i == slash)
+			continue;
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+			return 0;
+	}
+	return 1;
+}
+
+/* Open a config file and check it is a root-owned regular file nobody else may write. */
+static int
+config_open(struct loader *l, const char *path, char **text, size_t *len)
+{
+	struct stat st;
+	ssize_t n;
+	size_t off = 0;
+	int fd;
+
+	*text = NULL;
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) < 0)
+		return lerr(l, NULL, "cannot open: %s", strerror(errno));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return lerr(l, NULL, "not a regular file");
+	}
+	if (st.st_uid != 0) {
+		close(fd);
+		return lerr(l, NULL, "must be owned by root (owner uid is %u)", (unsigned)st.st_uid);
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		close(fd);
+		return lerr(l, NULL, "must not be group- or world-writable (mode %04o)",
+		    (unsigned)(st.st_mode & 07777));
+	}
+	if (st.st_size > CONFIG_MAX_BYTES) {
+		close(fd);
+		return lerr(l, NULL, "larger than %d bytes", CONFIG_MAX_BYTES);
+	}
+	*text = xmalloc((size_t)st.st_size + 1);
+	while (off < (size_t)st.st_size) {
+		n = read(fd, *text + off, (size_t)st.st_size - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	close(fd);
+	*len = off;
+	(*text)[off] = '\0';
+	return 0;
+}
+
+/* Parse JSON text, turning syntax errors into file:line:column messages. */
+static json_t *
+config_parse(struct loader *l, const char *text, size_t len)
+{
+	json_error_t je;
+	json_t *root;
+
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	if (root == NULL) {
+		lerr(l, NULL, "line %d column %d: %s", je.line, je.column, je.text);
+		return NULL;
+	}
+	if (!json_is_object(root)) {
+		json_decref(root);
+		lerr(l, NULL, "the top level must be a JSON object");
+		return NULL;
+	}
+	return root;
+}
+
+/* Parse one argv rule: {"allow": [...]} or {"deny": [...]}, optional "reason". */
+static int
+parse_rule(struct loader *l, json_t *obj, const char *where, struct rule *r)
+{
+	static const char *const keys[] = { "allow", "deny", "reason", NULL };
+	json_t *allow = json_object_get(obj, "allow"), *deny = json_object_get(obj, "deny");
+	size_t i;
+
+	if (!json_is_object(obj))
+		return lerr(l, where, "a rule must be an object");
+	if (check_keys(l, obj, where, keys) != 0)
+		return -1;
+	if ((allow == NULL) == (deny == NULL))
+		return lerr(l, where, "a rule has exactly one of \"allow\" or \"deny\"");
+	r->allow = allow != NULL;
+	if (get_strv(l, obj, where, r->allow ? "allow" : "deny", 64, &r->argv, &r->nargv) != 0)
+		return -1;
+	for (i = 0; i < r->nargv; i++) {
+		if (strcmp(r->argv[i], "**") == 0 && i != r->nargv - 1)
+			return lerr(l, where, "\"**\" may only be the last pattern of a rule");
+	}
+	if (get_str(l, obj, where, "reason", &r->reason) != 0)
+		return -1;
+	r->where = xstrdup(where);
+	return 0;
+}
+
+/* Parse an absolute path member that must name an executable regular file. */
+static int
+get_exec_path(struct loader *l, json_t *obj, const char *where, const char *key, char **out)
+{
+	struct stat st;
+	char *w;
+
+	if (get_str(l, obj, where, key, out) != 0)
+		return -1;
+	if (*out == NULL)
+		return 0;
+	w = at(where, key);
+	if ((*out)[0] != '/') {
+		lerr(l, w, "must be an absolute path");
+		free(w);
+		return -1;
+	}
+	if (stat(*out, &st) != 0 || !S_ISREG(st.st_mode) || (st.st_mode & 0111) == 0) {
+		lerr(l, w, "%s is not an executable file", *out);
+		free(w);
+		return -1;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		lerr(l, w, "%s is group- or world-writable; refusing to run it", *out);
+		free(w);
+		return -1;
+	}
+	free(w);
+	return 0;
+}
+
+/* Parse one tool. */
+static int
+parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
+{
+	static const char *const keys[] = { "path", "profile", "cwd", "rules", "deny_args",
+	    "env", "secrets", "timeout", "output_limit", "help", NULL };
+	char *where = at("tools", name), *s = NULL, *w = NULL;
+	long long v;
+	json_t *rules, *e, *env;
+	const char *k;
+	size_t i;
+	int rc = -1;
+
+	t->name = xstrdup(name);
+	t->timeout = 600;
+	t->output_limit = 256ULL * 1024 * 1024;
+	if (!valid_name(name)) {
+		lerr(l, where, "tool names are 1-64 characters of A-Z a-z 0-9 _ . -");
+		goto out;
+	}
+	if (!json_is_object(obj)) {
+		lerr(l, where, "expected an object");
+		goto out;
+	}
+	if (check_keys(l, obj, where, keys) != 0)
+		goto out;
+	if (get_exec_path(l, obj, where, "path", &t->path) != 0)
+		goto out;
+	if (t->path == NULL) {
+		lerr(l, where, "\"path\" is required");
+		goto out;
+	}
+	if (get_str(l, obj, where, "profile", &s) != 0)
+		goto out;
+	if (s == NULL || strcmp(s, "generic") == 0)
+		t->profile = PROFILE_GENERIC;
+	else if (strcmp(s, "gh") == 0)
+		t->profile = PROFILE_GH;
+	else {
+		lerr(l, where, "profile must be \"generic\" or \"gh\"");
+		goto out;
+	}
+	free(s);
+	s = NULL;
+	if (get_str(l, obj, where, "cwd", &s) != 0)
+		goto out;
+	if (s == NULL || strcmp(s, "scratch") == 0)
+		t->cwd = CWD_SCRATCH;
+	else if (strcmp(s, "workspace") == 0)
+		t->cwd = CWD_WORKSPACE;
+	else {
+		lerr(l, where, "cwd must be \"scratch\" or \"workspace\"");
+		goto out;
+	}
+	v = t->timeout;
+	if (get_int(l, obj, where, "timeout", 1, 86400, &v) != 0)
+		goto out;
+	t->timeout = (int)v;
+	v = (long long)t->output_limit;
+	if (get_int(l, obj, where, "output_limit", 1, 1LL << 40, &v) != 0)
+		goto out;
+	t->output_limit = (uint64_t)v;
+	if (get_str(l, obj, where, "help", &t->help) != 0)
+		goto out;
+	if (get_strv(l, obj, where, "deny_args", 256, &t->deny_args, &t->ndeny_args) != 0)
+		goto out;
+
+	rules = json_object_get(obj, "rules");
+	if (rules != NULL) {
+		w = at(where, "rules");
+		if (!json_is_array(rules) || json_array_size(rules) > 1024) {
+			lerr(l, w, "expected an array of at most 1024 rules");
+			goto out;
+		}
+		t->rules = xcalloc(json_array_size(rules), sizeof *t->rules);
+		json_array_foreach(rules, i, e) {
+			char *wi = at_index(w, i);
+			int r = parse_rule(l, e, wi, &t->rules[t->nrules++]);
+
+			free(wi);
+			if (r != 0)
+				goto out;
+		}
+		free(w);
+		w = NULL;
+	}
+
+	env = json_object_get(obj, "env");
+	if (env != NULL) {
+		w = at(where, "env");
+		if (!json_is_object(env) || json_object_size(env) > 64) {
+			lerr(l, w, "expected an object of at most 64 NAME: value strings");
+			goto out;
+		}
+		t->env = xcalloc(json_object_size(env), sizeof *t->env);
+		json_object_foreach(env, k, e) {
+			if (!valid_env_name(k) || !json_is_string(e)) {
+				lerr(l, w, "%s: expected a valid variable name with a string value", k);
+				goto out;
+			}
+			t->env[t->nenv].name = xstrdup(k);
+			t->env[t->nenv++].value = xstrdup(json_string_value(e));
+		}
+		free(w);
+		w = NULL;
+	}
+
+	env = json_object_get(obj, "secrets");
+	if (env != NULL) {
+		w = at(where, "secrets");
+		if (!json_is_object(env) || json_object_size(env) > 16) {
+			lerr(l, w, "expected an object of at most 16 VARIABLE: secret-name strings");
+			goto out;
+		}
+		t->secrets = xcalloc(json_object_size(env), sizeof *t->secrets);
+		json_object_foreach(env, k, e) {
+			if (!valid_env_name(k) || !json_is_string(e) ||
+			    !valid_name(json_string_value(e))) {
+				lerr(l, w, "%s: expected a variable name mapped to a secret name", k);
+				goto out;
+			}
+			t->secrets[t->nsecrets].var = xstrdup(k);
+			t->secrets[t->nsecrets++].secret = xstrdup(json_string_value(e));
+		}
+		free(w);
+		w = NULL;
+	}
+	rc = 0;
+out:
+	free(s);
+	free(w);
+	free(where);
+	return rc;
+}
+
+/* Parse a secrets object (host-wide or a session's overrides). */
+static int
+parse_secrets(struct loader *l, json_t *obj, const char *where, struct secret_src **out,
+    size_t *nout)
+{
+	const char *k;
+	json_t *e;
+
+	if (obj == NULL)
+		return 0;
+	if (!json_is_object(obj) || json_object_size(obj) > 256)
+		return lerr(l, where, "expected an object of at most 256 secrets");
+	*out = xcalloc(json_object_size(obj), sizeof **out);
+	json_object_foreach(obj, k, e) {
+		char *w = at(where, k), *cause = NULL;
+
+		if (!valid_name(k)) {
+			lerr(l, w, "secret names are 1-64 characters of A-Z a-z 0-9 _ . -");
+			free(w);
+			return -1;
+		}
+		if (secret_parse(e, k, w, &(*out)[*nout], &cause) != 0) {
+			lerr(l, w, "%s", cause);
+			free(cause);
+			free(w);
+			return -1;
+		}
+		(*nout)++;
+		free(w);
+	}
+	return 0;
+}
+
+/* Parse one session object (inline or from a drop-in file). */
+static int
+parse_session(struct loader *l, json_t *obj, const char *where, struct session *s)
+{
+	static const char *const keys[] = { "name", "user", "uid", "workspace", "tools",
+	    "repos", "secrets", "max_concurrent", NULL };
+	long long uid = -1, mc = 0;
+	char *ws = NULL, *w;
+	size_t i;
+	int rc = -1;
+
+	if (!json_is_object(obj))
+		return lerr(l, where, "a session must be an object");
+	if (check_keys(l, obj, where, keys) != 0)
+		return -1;
+	if (get_str(l, obj, where, "name", &s->name) != 0)
+		return -1;
+	if (s->name == NULL || !valid_name(s->name))
+		return lerr(l, where, "\"name\" is required: 1-64 characters of A-Z a-z 0-9 _ . -");
+	w = at(where, s->name);
+	if (get_str(l, obj, w, "user", &s->user) != 0 ||
+	    get_int(l, obj, w, "uid", 1, UINT32_MAX - 1, &uid) != 0 ||
+	    get_str(l, obj, w, "workspace", &ws) != 0 ||
+	    get_strv(l, obj, w, "tools", 64, &s->tools, &s->ntools) != 0 ||
+	    get_strv(l, obj, w, "repos", 1024, &s->repos, &s->nrepos) != 0 ||
+	    get_int(l, obj, w, "max_concurrent", 1, 100000, &mc) != 0)
+		goto out;
+	if ((s->user == NULL) == (uid < 0)) {
+		lerr(l, w, "give exactly one of \"user\" or \"uid\"");
+		goto out;
+	}
+	if (s->user != NULL) {
+		struct passwd *pw = getpwnam(s->user);
+
+		if (pw == NULL) {
+			lerr(l, w, "user %s does not exist", s->user);
+			goto out;
+		}
+		s->uid = pw->pw_uid;
+	} else
+		s->uid = (uid_t)uid;
+	if (s->uid == 0 || s->uid == OVERFLOW_UID) {
+		lerr(l, w, "a session cannot be root or the overflow uid %d", OVERFLOW_UID);
+		goto out;
+	}
+	if (ws != NULL) {
+		char real[PATH_MAX];
+
+		if (ws[0] != '/' || realpath(ws, real) == NULL) {
+			lerr(l, w, "workspace %s must be an existing absolute path", ws);
+			goto out;
+		}
+		s->workspace = xstrdup(real);
+	}
+	for (i = 0; i < s->nrepos; i++) {
+		if (!valid_repo(s->repos[i])) {
+			lerr(l, w, "repos: %s is not OWNER/NAME", s->repos[i]);
+			goto out;
+		}
+	}
+	s->max_concurrent = (int)mc;
+	{
+		char *ws2 = at(w, "secrets");
+
+		rc = parse_secrets(l, json_object_get(obj, "secrets"), ws2, &s->secrets,
+		    &s->nsecrets);
+		free(ws2);
+		if (rc != 0)
+			goto out;
+	}
+	s->file = xstrdup(l->file);
+	rc = 0;
+out:
+	free(ws);
+	free(w);
+	return rc;
+}
+
+/* Parse the "git" section. */
+static int
+parse_git(struct loader *l, json_t *obj, struct config *c)
+{
+	static const char *const keys[] = { "path", "helper", "hosts", "protected_branches",
+	    "deny_paths", "timeout", NULL };
+	static const char *const hkeys[] = { "upstream", "secret", "username", NULL };
+	json_t *hosts, *h;
+	const char *k;
+	long long v = c->git_timeout;
+
+	if (obj == NULL)
+		return 0;
+	if (!json_is_object(obj))
+		return lerr(l, "git", "expected an object");
+	if (check_keys(l, obj, "git", keys) != 0 ||
+	    get_exec_path(l, obj, "git", "path", &c->git_path) != 0 ||
+	    get_exec_path(l, obj, "git", "helper", &c->git_helper) != 0 ||
+	    get_int(l, obj, "git", "timeout", 1, 86400, &v) != 0)
+		return -1;
+	c->git_timeout = (int)v;
+	if (json_object_get(obj, "protected_branches") != NULL) {
+		c->protected_branches = NULL;
+		c->nprotected_branches = 0;
+		if (get_strv(l, obj, "git", "protected_branches", 256, &c->protected_branches,
+		    &c->nprotected_branches) != 0)
+			return -1;
+	}
+	if (json_object_get(obj, "deny_paths") != NULL) {
+		c->deny_paths = NULL;
+		c->ndeny_paths = 0;
+		if (get_strv(l, obj, "git", "deny_paths", 256, &c->deny_paths,
+		    &c->ndeny_paths) != 0)
+			return -1;
+	}
+	hosts = json_object_get(obj, "hosts");
+	if (hosts == NULL)
+		return 0;
+	if (!json_is_object(hosts) || json_object_size(hosts) > 64)
+		return lerr(l, "git.hosts", "expected an object of at most 64 hosts");
+	c->git_hosts = xcalloc(json_object_size(hosts), sizeof *c->git_hosts);
+	json_object_foreach(hosts, k, h) {
+		struct git_host *gh = &c->git_hosts[c->ngit_hosts++];
+		char *w = at("git.hosts", k);
+		int bad;
+
+		gh->name = xstrdup(k);
+		bad = !json_is_object(h) || check_keys(l, h, w, hkeys) != 0 ||
+		    get_str(l, h, w, "upstream", &gh->upstream) != 0 ||
+		    get_str(l, h, w, "secret", &gh->secret) != 0 ||
+		    get_str(l, h, w, "username", &gh->username) != 0;
+		if (!bad && (gh->upstream == NULL || (strncmp(gh->upstream, "https://", 8) != 0 &&
+		    strncmp(gh->upstream, "http://", 7) != 0)))
+			bad = lerr(l, w, "\"upstream\" must be an http:// or https:// base URL");
+		if (!bad && gh->secret == NULL)
+			bad = lerr(l, w, "\"secret\" is required");
+		free(w);
+		if (bad)
+			return lerr(l, "git.hosts", "invalid host entry %s", k);
+		if (gh->username == NULL)
+			gh->username = xstrdup("x-access-token");
+	}
+	return 0;
+}
+
+/* Parse the main file's top level. */
+static int
+parse_main(struct loader *l, json_t *root, struct config *c)
+{
+	static const char *const keys[] = { "socket", "runner", "audit_log", "state_dir",
+	    "sessions_dir", "limits", "secrets", "tools", "sessions", "git", NULL };
+	static const char *const skeys[] = { "path", "group", "mode", NULL };
+	static const char *const lkeys[] = { "max_connections", "max_per_session",
+	    "handshake_timeout", "kill_grace", NULL };
+	json_t *sock, *lim, *tools, *sessions, *e;
+	const char *k;
+	long long v;
+	size_t i;
+
+	if (check_keys(l, root, "", keys) != 0)
+		return -1;
+	sock = json_object_get(root, "socket");
+	if (sock != NULL) {
+		if (!json_is_object(sock) || check_keys(l, sock, "socket", skeys) != 0)
+			return lerr(l, "socket", "expected an object with path, group, mode");
+		if (get_str(l, sock, "socket", "path", &c->socket_path) != 0 ||
+		    get_str(l, sock, "socket", "group", &c->socket_group) != 0)
+			return -1;
+		v = c->socket_mode;
+		if (get_int(l, sock, "socket", "mode", 0, 0777, &v) != 0)
+			return -1;
+		if (v & 0007)
+			return lerr(l, "socket.mode", "the socket must not be accessible to others");
+		c->socket_mode = (int)v;
+	}
+	if (c->socket_path[0] != '/')
+		return lerr(l, "socket.path", "must be an absolute path");
+	if (get_str(l, root, "", "runner", &c->runner) != 0 ||
+	    get_str(l, root, "", "audit_log", &c->audit_path) != 0 ||
+	    get_str(l, root, "", "state_dir", &c->state_dir) != 0 ||
+	    get_str(l, root, "", "sessions_dir", &c->sessions_dir) != 0)
+		return -1;
+	if (c->audit_path[0] != '/' || c->state_dir[0] != '/' || c->sessions_dir[0] != '/')
+		return lerr(l, NULL, "audit_log, state_dir and sessions_dir must be absolute paths");
+	lim = json_object_get(root, "limits");
+	if (lim != NULL) {
+		if (!json_is_object(lim) || check_keys(l, lim, "limits", lkeys) != 0)
+			return lerr(l, "limits", "expected an object");
+		v = c->max_connections;
+		if (get_int(l, lim, "limits", "max_connections", 1, 100000, &v) != 0)
+			return -1;
+		c->max_connections = (int)v;
+		v = c->max_per_session;
+		if (get_int(l, lim, "limits", "max_per_session", 1, 100000, &v) != 0)
+			return -1;
+		c->max_per_session = (int)v;
+		v = c->handshake_timeout;
+		if (get_int(l, lim, "limits", "handshake_timeout", 1, 3600, &v) != 0)
+			return -1;
+		c->handshake_timeout = (int)v;
+		v = c->kill_grace;
+		if (get_int(l, lim, "limits", "kill_grace", 0, 600, &v) != 0)
+			return -1;
+		c->kill_grace = (int)v;
+	}
+	if (parse_secrets(l, json_object_get(root, "secrets"), "secrets", &c->secrets,
+	    &c->nsecrets) != 0)
+		return -1;
+	tools = json_object_get(root, "tools");
+	if (tools != NULL) {
+		if (!json_is_object(tools) || json_object_size(tools) > 256)
+			return lerr(l, "tools", "expected an object of at most 256 tools");
+		c->tools = xcalloc(json_object_size(tools), sizeof *c->tools);
+		json_object_foreach(tools, k, e) {
+			if (parse_tool(l, k, e, &c->tools[c->ntools++]) != 0)
+				return -1;
+		}
+	}
+	if (parse_git(l, json_object_get(root, "git"), c) != 0)
+		return -1;
+	sessions = json_object_get(root, "sessions");
+	if (sessions != NULL) {
+		if (!json_is_array(sessions) || json_array_size(sessions) > CONFIG_MAX_FILES)
+			return lerr(l, "sessions", "expected an array of session objects");
+		c->sessions = xreallocarray(c->sessions, json_array_size(sessions),
+		    sizeof *c->sessions);
+		json_array_foreach(sessions, i, e) {
+			char *w = at_index("sessions", i);
+			int r;
+
+			memset(&c->sessions[c->nsessions], 0, sizeof *c->sessions);
+			r = parse_session(l, e, w, &c->sessions[c->nsessions++]);
+			free(w);
+			if (r != 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* Sort helper for drop-in names. */
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Load every sessions.d/NAME.json file, in name order. A missing directory is fine. */
+static int
+load_dropins(struct loader *l, struct config *c)
+{
+	struct dirent *de;
+	char **names = NULL;
+	size_t n = 0, i;
+	int rc = -1;
+	DIR *d;
+
+	if ((d = opendir(c->sessions_dir)) == NULL) {
+		if (errno == ENOENT)
+			return 0;
+		l->file = c->sessions_dir;
+		return lerr(l, NULL, "cannot open the drop-in directory: %s", strerror(errno));
+	}
+	{
+		struct stat st;
+
+		if (fstat(dirfd(d), &st) != 0 || st.st_uid != 0 ||
+		    (st.st_mode & (S_IWGRP | S_IWOTH))) {
+			closedir(d);
+			l->file = c->sessions_dir;
+			return lerr(l, NULL, "must be a root-owned directory nobody else may write");
+		}
+	}
+	while ((de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name);
+
+		if (de->d_name[0] == '.' || len < 6 || strcmp(de->d_name + len - 5, ".json") != 0)
+			continue;
+		if (n >= CONFIG_MAX_FILES) {
+			closedir(d);
+			l->file = c->sessions_dir;
+			lerr(l, NULL, "more than %d drop-in files", CONFIG_MAX_FILES);
+			goto out;
+		}
+		names = xreallocarray(names, n + 1, sizeof *names);
+		names[n++] = xstrdup(de->d_name);
+	}
+	closedir(d);
+	qsort(names, n, sizeof *names, cmp_str);
+	for (i = 0; i < n; i++) {
+		char *path, *text = NULL;
+		json_t *root;
+		size_t len;
+		int r;
+
+		xasprintf(&path, "%s/%s", c->sessions_dir, names[i]);
+		l->file = path;
+		if (config_open(l, path, &text, &len) != 0 ||
+		    (root = config_parse(l, text, len)) == NULL) {
+			free(text);
+			free(path);
+			l->file = c->sessions_dir;
+			goto out;
+		}
+		crypto_generichash_update(l->hash, (unsigned char *)text, len);
+		c->sessions = xreallocarray(c->sessions, c->nsessions + 1, sizeof *c->sessions);
+		memset(&c->sessions[c->nsessions], 0, sizeof *c->sessions);
+		r = parse_session(l, root, "", &c->sessions[c->nsessions++]);
+		json_decref(root);
+		free(text);
+		free(path);
+		l->file = c->sessions_dir;
+		if (r != 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
+/* Add a non-fatal finding for --check and the log. */
+static void __attribute__((format(printf, 2, 3)))
+config_warn(struct config *c, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	c->warnings = xreallocarray(c->warnings, c->nwarnings + 1, sizeof *c->warnings);
+	c->warnings[c->nwarnings++] = msg;
+}
+
+/* Find a secret source by name in a list. */
+static struct secret_src *
+find_secret(struct secret_src *v, size_t n, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(v[i].name, name) == 0)
+			return &v[i];
+	}
+	return NULL;
+}
+
+/* Checks across sections: users, references, uniqueness. */
+static int
+config_crosscheck(struct loader *l, struct config *c)
+{
+	struct passwd *pw;
+	struct group *gr;
+	size_t i, j, k;
+
+	l->file = c->path;
+	if ((pw = getpwnam(c->runner)) == NULL)
+		return lerr(l, "runner", "user %s does not exist", c->runner);
+	c->runner_uid = pw->pw_uid;
+	c->runner_gid = pw->pw_gid;
+	if (c->runner_uid == 0 || c->runner_gid == 0)
+		return lerr(l, "runner", "the runner must not be root or in group root");
+	if (c->runner_uid == OVERFLOW_UID)
+		return lerr(l, "runner", "the runner must not be the overflow uid");
+	c->socket_gid = 0;
+	if (c->socket_group != NULL) {
+		if ((gr = getgrnam(c->socket_group)) == NULL)
+			return lerr(l, "socket.group", "group %s does not exist", c->socket_group);
+		c->socket_gid = gr->gr_gid;
+	}
+	for (i = 0; i < c->ntools; i++) {
+		for (j = 0; j < c->tools[i].nsecrets; j++) {
+			if (find_secret(c->secrets, c->nsecrets, c->tools[i].secrets[j].secret) == NULL)
+				return lerr(l, "tools", "%s uses secret %s, which is not defined "
+				    "in \"secrets\"", c->tools[i].name, c->tools[i].secrets[j].secret);
+		}
+	}
+	for (i = 0; i < c->ngit_hosts; i++) {
+		if (find_secret(c->secrets, c->nsecrets, c->git_hosts[i].secret) == NULL)
+			return lerr(l, "git.hosts", "%s uses secret %s, which is not defined",
+			    c->git_hosts[i].name, c->git_hosts[i].secret);
+	}
+	for (i = 0; i < c->nsessions; i++) {
+		struct session *s = &c->sessions[i];
+
+		l->file = s->file;
+		if (s->uid == c->runner_uid)
+			return lerr(l, s->name, "a session cannot use the runner's uid");
+		for (j = 0; j < i; j++) {
+			if (strcmp(c->sessions[j].name, s->name) == 0)
+				return lerr(l, s->name, "session name also used in %s",
+				    c->sessions[j].file);
+			if (c->sessions[j].uid == s->uid)
+				return lerr(l, s->name, "uid %u is also session %s", (unsigned)s->uid,
+				    c->sessions[j].name);
+		}
+		for (j = 0; j < s->ntools; j++) {
+			if (strcmp(s->tools[j], "git") == 0 && c->git_helper != NULL)
+				continue;
+			if (config_tool(c, s->tools[j]) == NULL)
+				return lerr(l, s->name, "tool %s is not defined in \"tools\"%s",
+				    s->tools[j], strcmp(s->tools[j], "git") == 0 ?
+				    " (git needs the \"git\" section with a helper)" : "");
+		}
+		for (j = 0; j < s->nsecrets; j++) {
+			if (find_secret(c->secrets, c->nsecrets, s->secrets[j].name) == NULL)
+				return lerr(l, s->name, "overrides secret %s, which the host does "
+				    "not define", s->secrets[j].name);
+		}
+		for (k = 0; k < s->ntools; k++) {
+			if (strcmp(s->tools[k], "git") == 0 && s->nrepos == 0)
+				config_warn(c, "session %s may use git but allows no repository",
+				    s->name);
+		}
+	}
+	l->file = c->path;
+	return 0;
+}
+
+/* Load every secret value (per-session overrides too). */
+static void
+config_load_secrets(struct config *c)
+{
+	struct redact_secret *rs = NULL;
+	size_t i, j, n = 0;
+
+	for (i = 0; i < c->nsecrets; i++)
+		secret_load(&c->secrets[i], c);
+	for (i = 0; i < c->nsessions; i++) {
+		for (j = 0; j < c->sessions[i].nsecrets; j++)
+			secret_load(&c->sessions[i].secrets[j], c);
+	}
+	/* One redactor over every value, for audit lines and error messages. */
+	rs = xcalloc(c->nsecrets + 1, sizeof *rs);
+	for (i = 0; i < c->nsecrets; i++) {
+		if (c->secrets[i].value != NULL) {
+			rs[n].value = c->secrets[i].value;
+			rs[n++].len = c->secrets[i].len;
+		}
+		if (c->secrets[i].error != NULL)
+			config_warn(c, "%s", c->secrets[i].error);
+	}
+	for (i = 0; i < c->nsessions; i++) {
+		for (j = 0; j < c->sessions[i].nsecrets; j++) {
+			struct secret_src *s = &c->sessions[i].secrets[j];
+
+			if (s->error != NULL)
+				config_warn(c, "session %s: %s", c->sessions[i].name, s->error);
+			if (s->value == NULL)
+				continue;
+			rs = xreallocarray(rs, n + 1, sizeof *rs);
+			rs[n].value = s->value;
+			rs[n++].len = s->len;
+		}
+	}
+	c->redact = redact_new(rs, n);
+	free(rs);
+}
+
+/* Load, validate and (unless no_secrets) fill in secret values. */
+struct config *
+config_load(const char *path, int no_secrets, char **cause)
+{
+	struct loader l = { path, NULL, NULL };
+	crypto_generichash_state hs;
+	unsigned char digest[16];
+	struct config *c;
+	json_t *root = NULL;
+	char *text = NULL, *slash;
+	size_t len, i;
+
+	if (sodium_init() < 0) {
+		*cause = xstrdup("libsodium failed to initialise");
+		return NULL;
+	}
+	crypto_generichash_init(&hs, NULL, 0, sizeof digest);
+	l.hash = &hs;
+	c = xcalloc(1, sizeof *c);
+	c->refs = 1;
+	c->path = xstrdup(path);
+	c->socket_path = xstrdup(DEF_SOCKET);
+	c->socket_mode = 0660;
+	c->audit_path = xstrdup(DEF_AUDIT);
+	c->state_dir = xstrdup(DEF_STATE);
+	c->runner = xstrdup(DEF_RUNNER);
+	c->max_connections = 1024;
+	c->max_per_session = 64;
+	c->handshake_timeout = 10;
+	c->kill_grace = 2;
+	c->git_timeout = 600;
+	c->protected_branches = xcalloc(3, sizeof *c->protected_branches);
+	c->protected_branches[0] = xstrdup("main");
+	c->protected_branches[1] = xstrdup("master");
+	c->nprotected_branches = 2;
+	c->deny_paths = xcalloc(2, sizeof *c->deny_paths);
+	c->deny_paths[0] = xstrdup(".github/workflows/");
+	c->ndeny_paths = 1;
+	if ((slash = strrchr(path, '/')) != NULL)
+		xasprintf(&c->sessions_dir, "%.*s/sessions.d", (int)(slash - path), path);
+	else
+		c->sessions_dir = xstrdup("sessions.d");
+
+	if (config_open(&l, path, &text, &len) != 0)
+		goto bad;
+	crypto_generichash_update(&hs, (unsigned char *)text, len);
+	if ((root = config_parse(&l, text, len)) == NULL || parse_main(&l, root, c) != 0)
+		goto bad;
+	if (load_dropins(&l, c) != 0 || config_crosscheck(&l, c) != 0)
+		goto bad;
+	crypto_generichash_final(&hs, digest, sizeof digest);
+	c->version = xcalloc(1, 2 * 6 + 1);
+	for (i = 0; i < 6; i++)
+		snprintf(c->version + 2 * i, 3, "%02x", digest[i]);
+	if (!no_secrets)
+		config_load_secrets(c);
+	json_decref(root);
+	free(text);
+	return c;
+bad:
+	*cause = l.cause != NULL ? l.cause : xstrdup("invalid configuration");
+	json_decref(root);
+	free(text);
+	config_unref(c);
+	return NULL;
+}
+
+/* Take a reference. */
+struct config *
+config_ref(struct config *c)
+{
+	c->refs++;
+	return c;
+}
+
+/* Free a NULL-terminated or counted string vector. */
+static void
+free_strv(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Drop a reference; the last one frees everything and wipes the secrets. */
+void
+config_unref(struct config *c)
+{
+	size_t i, j;
+
+	if (c == NULL || --c->refs > 0)
+		return;
+	for (i = 0; i < c->ntools; i++) {
+		struct tool *t = &c->tools[i];
+
+		for (j = 0; j < t->nrules; j++) {
+			free_strv(t->rules[j].argv, t->rules[j].nargv);
+			free(t->rules[j].reason);
+			free(t->rules[j].where);
+		}
+		free(t->rules);
+		free_strv(t->deny_args, t->ndeny_args);
+		for (j = 0; j < t->nenv; j++) {
+			free(t->env[j].name);
+			free(t->env[j].value);
+		}
+		free(t->env);
+		for (j = 0; j < t->nsecrets; j++) {
+			free(t->secrets[j].var);
+			free(t->secrets[j].secret);
+		}
+		free(t->secrets);
+		free(t->name);
+		free(t->path);
+		free(t->help);
+	}
+	free(c->tools);
+	for (i = 0; i < c->nsecrets; i++)
+		secret_clear(&c->secrets[i]);
+	free(c->secrets);
+	for (i = 0; i < c->nsessions; i++) {
+		struct session *s = &c->sessions[i];
+
+		free(s->name);
+		free(s->user);
+		free(s->workspace);
+		free_strv(s->tools, s->ntools);
+		free_strv(s->repos, s->nrepos);
+		for (j = 0; j < s->nsecrets; j++)
+			secret_clear(&s->secrets[j]);
+		free(s->secrets);
+		free(s->file);
+	}
+	free(c->sessions);
+	for (i = 0; i < c->ngit_hosts; i++) {
+		free(c->git_hosts[i].name);
+		free(c->git_hosts[i].upstream);
+		free(c->git_hosts[i].secret);
+		free(c->git_hosts[i].username);
+	}
+	free(c->git_hosts);
+	free_strv(c->protected_branches, c->nprotected_branches);
+	free_strv(c->deny_paths, c->ndeny_paths);
+	free_strv(c->warnings, c->nwarnings);
+	redact_free(c->redact);
+	free(c->git_path);
+	free(c->git_helper);
+	free(c->path);
+	free(c->sessions_dir);
+	free(c->version);
+	free(c->socket_path);
+	free(c->socket_group);
+	free(c->audit_path);
+	free(c->state_dir);
+	free(c->runner);
+	free(c);
+}
+
+/* The session of a peer uid, or NULL. */
+const struct session *
+config_session_by_uid(const struct config *c, uid_t uid)
+{
+	size_t i;
+
+	if (uid == 0 || uid == OVERFLOW_UID)
+		return NULL;
+	for (i = 0; i < c->nsessions; i++) {
+		if (c->sessions[i].uid == uid)
+			return &c->sessions[i];
+	}
+	return NULL;
+}
+
+/* A session by name, or NULL. */
+const struct session *
+config_session_by_name(const struct config *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < c->nsessions; i++) {
+		if (strcmp(c->sessions[i].name, name) == 0)
+			return &c->sessions[i];
+	}
+	return NULL;
+}
+
+/* A tool by name, or NULL. */
+const struct tool *
+config_tool(const struct config *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < c->ntools; i++) {
+		if (strcmp(c->tools[i].name, name) == 0)
+			return &c->tools[i];
+	}
+	return NULL;
+}
+
+/* Whether the session lists the tool. */
+int
+config_session_has_tool(const struct session *s, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < s->ntools; i++) {
+		if (strcmp(s->tools[i], name) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether owner/name is allowlisted (GitHub names are case-insensitive). */
+int
+config_session_has_repo(const struct session *s, const char *repo)
+{
+	size_t i;
+
+	for (i = 0; i < s->nrepos; i++) {
+		if (strcasecmp(s->repos[i], repo) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* A git host entry by the name the sandbox uses, or NULL. */
+const struct git_host *
+config_git_host(const struct config *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < c->ngit_hosts; i++) {
+		if (strcasecmp(c->git_hosts[i].name, name) == 0)
+			return &c->git_hosts[i];
+	}
+	return NULL;
+}

@@ -1,0 +1,140 @@
+/*
+ * Configuration: a main JSON file plus sessions.d/NAME.json drop-ins, validated as a
+ * whole. A loaded config is immutable and reference-counted: a reload builds a new
+ * one and in-flight requests keep the one they started with.
+ */
+#ifndef SHIMBRIDGE_CONFIG_H
+#define SHIMBRIDGE_CONFIG_H
+
+#include <sys/types.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct secret_src;
+struct redact;
+
+enum cwd_mode {
+	CWD_SCRATCH,		/* fresh private empty directory per run */
+	CWD_WORKSPACE,		/* the shim's cwd, only inside the session workspace */
+};
+
+enum tool_profile {
+	PROFILE_GENERIC,	/* argv rules only */
+	PROFILE_GH,		/* GitHub CLI: extra checks, repository context */
+};
+
+struct rule {
+	int		  allow;	/* 1 allow, 0 deny */
+	char		**argv;		/* fnmatch patterns; "**" (last only) = any rest */
+	size_t		  nargv;
+	char		 *reason;	/* shown to the agent when this rule denies */
+	char		 *where;	/* "tools.gh.rules[3]" for audit lines */
+};
+
+struct envvar {
+	char		*name;
+	char		*value;
+};
+
+struct secret_ref {
+	char		*var;		/* environment variable the child gets */
+	char		*secret;	/* secret name */
+};
+
+struct tool {
+	char		 *name;
+	char		 *path;		/* absolute */
+	enum tool_profile profile;
+	enum cwd_mode	  cwd;
+	struct rule	 *rules;
+	size_t		  nrules;
+	char		**deny_args;	/* refused anywhere in argv (fnmatch) */
+	size_t		  ndeny_args;
+	struct envvar	 *env;
+	size_t		  nenv;
+	struct secret_ref *secrets;
+	size_t		  nsecrets;
+	int		  timeout;	/* seconds, wall clock */
+	uint64_t	  output_limit;	/* bytes of stdout+stderr */
+	char		 *help;		/* one line for "what you may run" */
+};
+
+struct git_host {
+	char		*name;		/* host as the sandbox writes it: github.com */
+	char		*upstream;	/* base URL the bridge talks to */
+	char		*secret;
+	char		*username;
+};
+
+struct session {
+	char		 *name;
+	char		 *user;		/* may be NULL when given by uid */
+	uid_t		  uid;
+	char		 *workspace;	/* realpath, or NULL */
+	char		**tools;
+	size_t		  ntools;
+	char		**repos;	/* owner/name allowlist for gh and git */
+	size_t		  nrepos;
+	struct secret_src *secrets;	/* per-session overrides of host secrets */
+	size_t		  nsecrets;
+	int		  max_concurrent;
+	char		 *file;
+};
+
+struct config {
+	int		  refs;
+	char		 *path;
+	char		 *sessions_dir;
+	char		 *version;	/* short hash of everything loaded */
+	char		 *socket_path;
+	char		 *socket_group;
+	gid_t		  socket_gid;
+	int		  socket_mode;
+	char		 *audit_path;
+	char		 *state_dir;
+	char		 *runner;
+	uid_t		  runner_uid;
+	gid_t		  runner_gid;
+	int		  max_connections;
+	int		  max_per_session;
+	int		  handshake_timeout;
+	int		  kill_grace;
+	struct tool	 *tools;
+	size_t		  ntools;
+	struct secret_src *secrets;
+	size_t		  nsecrets;
+	struct session	 *sessions;
+	size_t		  nsessions;
+	char		 *git_path;	/* host git binary */
+	char		 *git_helper;	/* shimbridge-git */
+	struct git_host	 *git_hosts;
+	size_t		  ngit_hosts;
+	char		**protected_branches;
+	size_t		  nprotected_branches;
+	char		**deny_paths;
+	size_t		  ndeny_paths;
+	int		  git_timeout;
+	struct redact	 *redact;	/* every loaded secret, for audit and errors */
+	char		**warnings;	/* non-fatal findings for --check */
+	size_t		  nwarnings;
+};
+
+/*
+ * Load and validate a config (main file + drop-ins). Secrets are loaded too unless
+ * no_secrets is set (--check of a config on a machine without them). On error
+ * returns NULL and *cause names the file and the location.
+ */
+struct config	*config_load(const char *path, int no_secrets, char **cause);
+struct config	*config_ref(struct config *);
+void		 config_unref(struct config *);
+
+const struct session	*config_session_by_uid(const struct config *, uid_t);
+const struct session	*config_session_by_name(const struct config *, const char *);
+const struct tool	*config_tool(const struct config *, const char *);
+/* Whether a session may use a tool. */
+int			 config_session_has_tool(const struct session *, const char *);
+/* Whether an owner/name is allowlisted for a session (case-insensitive, like GitHub). */
+int			 config_session_has_repo(const struct session *, const char *);
+const struct git_host	*config_git_host(const struct config *, const char *);
+
+#endif

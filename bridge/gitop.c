@@ -1,0 +1,350 @@
+/* git requests: URL and repository checks, mirror location, helper environment. */
+#include <sys/stat.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "gitop.h"
+#include "proto.h"
+#include "secret.h"
+#include "spawn.h"
+#include "util.h"
+
+/* Characters GitHub allows in owner and repository names. */
+static int
+gitop_name_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > 100 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+			return 0;
+	}
+	return 1;
+}
+
+/* Host names: letters, digits, dots and dashes, optionally :port. */
+static int
+gitop_host_ok(const char *s, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > 253)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '.' && s[i] != ':')
+			return 0;
+	}
+	return 1;
+}
+
+/* https://HOST/OWNER/NAME[.git][/], http:// too, or git@HOST:OWNER/NAME[.git]. */
+int
+gitop_parse_url(const char *url, char **host, char **owner, char **name, const char **why)
+{
+	const char *p, *h, *slash, *end;
+	size_t hn, on, nn;
+
+	*host = *owner = *name = NULL;
+	if (strlen(url) > REQ_MAX_PATH) {
+		*why = "URL too long";
+		return -1;
+	}
+	if (strncmp(url, "https://", 8) == 0)
+		p = url + 8;
+	else if (strncmp(url, "http://", 7) == 0)
+		p = url + 7;
+	else if (strncmp(url, "git@", 4) == 0)
+		p = url + 4;
+	else if (strncmp(url, "ssh://git@", 10) == 0)
+		p = url + 10;
+	else {
+		*why = "only https:// and git@ URLs are served";
+		return -1;
+	}
+	h = p;
+	hn = strcspn(h, url[0] == 'g' ? ":/" : "/");
+	if (!gitop_host_ok(h, hn) || h[hn] == '\0') {
+		*why = "malformed host in URL (user names, passwords and odd characters are refused)";
+		return -1;
+	}
+	p = h + hn + 1;
+	if ((slash = strchr(p, '/')) == NULL) {
+		*why = "the URL must name OWNER/REPOSITORY";
+		return -1;
+	}
+	on = (size_t)(slash - p);
+	end = slash + 1 + strlen(slash + 1);
+	if (end > slash + 1 && end[-1] == '/')
+		end--;
+	nn = (size_t)(end - (slash + 1));
+	if (nn > 4 && memcmp(end - 4, ".git", 4) == 0)
+		nn -= 4;
+	if (!gitop_name_ok(p, on) || !gitop_name_ok(slash + 1, nn) ||
+	    memchr(slash + 1, '/', nn) != NULL) {
+		*why = "the URL must be exactly OWNER/REPOSITORY, with GitHub's characters";
+		return -1;
+	}
+	*host = xstrndup(h, hn);
+	*owner = xstrndup(p, on);
+	*name = xstrndup(slash + 1, nn);
+	return 0;
+}
+
+/* Lower-case copy, so one repository has one mirror whatever the spelling. */
+static char *
+gitop_lower(const char *s)
+{
+	char *l = xstrdup(s), *p;
+
+	for (p = l; *p != '\0'; p++)
+		*p = (char)tolower((unsigned char)*p);
+	return l;
+}
+
+/* Validate the request and fill g. */
+int
+gitop_prepare(const struct config *c, const struct session *s, json_t *req, struct gitop *g,
+    char **msg, char **cause)
+{
+	static const char *const keys[] = { "op", "service", "url", "env", NULL };
+	json_t *jsvc = json_object_get(req, "service"), *jurl = json_object_get(req, "url");
+	json_t *env = json_object_get(req, "env"), *v;
+	const struct git_host *gh;
+	const char *svc, *url, *why = NULL, *k;
+	char *lo, *ln, *repo;
+	size_t i;
+
+	memset(g, 0, sizeof *g);
+	g->cfg = c;
+	g->session = s;
+	*msg = *cause = NULL;
+	json_object_foreach(req, k, v) {
+		for (i = 0; keys[i] != NULL && strcmp(keys[i], k) != 0; i++)
+			;
+		if (keys[i] == NULL) {
+			*cause = xstrdup("unknown field in git request");
+			return -1;
+		}
+	}
+	if (!json_is_string(jsvc) || !json_is_string(jurl)) {
+		*cause = xstrdup("a git request needs \"service\" and \"url\" strings");
+		return -1;
+	}
+	svc = json_string_value(jsvc);
+	url = json_string_value(jurl);
+	g->audit_argv = json_pack("[ss]", svc, url);
+	if (strcmp(svc, "git-upload-pack") == 0)
+		g->service = xstrdup("upload-pack");
+	else if (strcmp(svc, "git-receive-pack") == 0)
+		g->service = xstrdup("receive-pack");
+	else {
+		*cause = xstrdup("unsupported git service");
+		xasprintf(msg, "git %s is not served through the bridge; only fetch, clone, "
+		    "pull, ls-remote and push are.", svc);
+		return -1;
+	}
+	if (!config_session_has_tool(s, "git") || c->git_helper == NULL || c->git_path == NULL) {
+		g->code = ERR_UNKNOWN_TOOL;
+		*cause = xstrdup("git not granted to the session");
+		*msg = xstrdup("git network access (push, fetch, clone) is not available in "
+		    "this sandbox session. Local git commands still work; ask the operator if "
+		    "you need to reach the remote.");
+		return -1;
+	}
+	if (gitop_parse_url(url, &g->host, &g->owner, &g->name, &why) != 0) {
+		*cause = xstrdup(why);
+		xasprintf(msg, "the remote URL %.200s is refused: %s. Use "
+		    "https://HOST/OWNER/REPOSITORY.", url, why);
+		return -1;
+	}
+	if ((gh = config_git_host(c, g->host)) == NULL) {
+		*cause = xstrdup("host not served");
+		xasprintf(msg, "git access to %s is refused: the bridge serves no such host. "
+		    "Nothing was sent.", g->host);
+		return -1;
+	}
+	xasprintf(&repo, "%s/%s", g->owner, g->name);
+	if (!config_session_has_repo(s, repo)) {
+		char list[512];
+		size_t len = 0;
+
+		list[0] = '\0';
+		for (i = 0; i < s->nrepos && len + strlen(s->repos[i]) + 3 < sizeof list; i++)
+			len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+			    i ? ", " : "", s->repos[i]);
+		xasprintf(cause, "repository %s not allowed for the session", repo);
+		xasprintf(msg, "git access to %s is refused: this session may only reach %s. "
+		    "Nothing was sent.", repo, s->nrepos ? list : "no repositories");
+		free(repo);
+		return -1;
+	}
+	free(repo);
+	g->secret = secret_resolve(c, s, gh->secret);
+	if (g->secret == NULL || g->secret->value == NULL) {
+		g->code = ERR_UNAVAILABLE;
+		xasprintf(cause, "secret %s unavailable", gh->secret);
+		xasprintf(msg, "git cannot reach %s right now: the bridge could not load its "
+		    "credential (secret %s). Nothing was sent; tell the operator.", g->host,
+		    gh->secret);
+		return -1;
+	}
+	xasprintf(&g->upstream, "%.*s/%s/%s.git", (int)(strlen(gh->upstream) -
+	    (gh->upstream[strlen(gh->upstream) - 1] == '/')), gh->upstream, g->owner, g->name);
+	lo = gitop_lower(g->owner);
+	ln = gitop_lower(g->name);
+	{
+		char *lh = gitop_lower(g->host);
+
+		xasprintf(&g->mirror, "%s/mirrors/%s/%s/%s/%s.git", c->state_dir, s->name, lh, lo, ln);
+		free(lh);
+	}
+	free(lo);
+	free(ln);
+	if (env != NULL && json_is_string(v = json_object_get(env, "GIT_PROTOCOL"))) {
+		const char *pv = json_string_value(v);
+
+		if (strcmp(pv, "version=2") == 0 || strcmp(pv, "version=1") == 0 ||
+		    strcmp(pv, "version=0") == 0)
+			g->protocol = xstrdup(pv);
+	}
+	xasprintf(&g->rule, "git.hosts.%s/sessions.%s.repos", gh->name, s->name);
+	g->argv = xcalloc(3, sizeof *g->argv);
+	g->argv[0] = xstrdup("shimbridge-git");
+	g->argv[1] = xstrdup("serve");
+	return 0;
+}
+
+/* mkdir -p below base, each new level owned by uid:gid, mode 0700. */
+static int
+gitop_mkdirs(const char *base, const char *rel, uid_t uid, gid_t gid, char **cause)
+{
+	char *path, *p;
+
+	xasprintf(&path, "%s/%s", base, rel);
+	for (p = path + strlen(base) + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		{
+			char saved = *p;
+
+			*p = '\0';
+			if (mkdir(path, 0700) == 0) {
+				if (chown(path, uid, gid) != 0) {
+					xasprintf(cause, "chown %s: %s", path, strerror(errno));
+					free(path);
+					return -1;
+				}
+			} else if (errno != EEXIST) {
+				xasprintf(cause, "mkdir %s: %s", path, strerror(errno));
+				free(path);
+				return -1;
+			}
+			*p = saved;
+			if (saved == '\0')
+				break;
+		}
+	}
+	free(path);
+	return 0;
+}
+
+/* Join a string vector with commas. */
+static char *
+gitop_join(char *const *v, size_t n)
+{
+	size_t len = 1, i;
+	char *s;
+
+	for (i = 0; i < n; i++)
+		len += strlen(v[i]) + 1;
+	s = xcalloc(1, len);
+	for (i = 0; i < n; i++) {
+		if (i > 0)
+			strcat(s, ",");
+		strcat(s, v[i]);
+	}
+	return s;
+}
+
+/* Build the helper's environment from nothing. */
+int
+gitop_env(struct gitop *g, const char *scratch, char **cause)
+{
+	const struct config *c = g->cfg;
+	const struct git_host *gh = config_git_host(c, g->host);
+	char *rel, *lh, *lo, *s;
+
+	lh = gitop_lower(g->host);
+	lo = gitop_lower(g->owner);
+	xasprintf(&rel, "%s/%s/%s", g->session->name, lh, lo);
+	free(lh);
+	free(lo);
+	{
+		char *base;
+		int rc;
+
+		xasprintf(&base, "%s/mirrors", c->state_dir);
+		rc = gitop_mkdirs(base, rel, c->runner_uid, c->runner_gid, cause);
+		free(base);
+		free(rel);
+		if (rc != 0)
+			return -1;
+	}
+	g->env = envbuild_new();
+	envbuild_set(g->env, "PATH", "/usr/bin:/bin", 13, 0);
+	envbuild_set(g->env, "HOME", scratch, strlen(scratch), 0);
+	envbuild_set(g->env, "LANG", "C.UTF-8", 7, 0);
+	envbuild_set(g->env, "SHIMBRIDGE_SERVICE", g->service, strlen(g->service), 0);
+	envbuild_set(g->env, "SHIMBRIDGE_MIRROR", g->mirror, strlen(g->mirror), 0);
+	envbuild_set(g->env, "SHIMBRIDGE_UPSTREAM", g->upstream, strlen(g->upstream), 0);
+	envbuild_set(g->env, "SHIMBRIDGE_USERNAME", gh->username, strlen(gh->username), 0);
+	envbuild_set(g->env, "SHIMBRIDGE_GIT", c->git_path, strlen(c->git_path), 0);
+	s = gitop_join(c->protected_branches, c->nprotected_branches);
+	envbuild_set(g->env, "SHIMBRIDGE_PROTECTED", s, strlen(s), 0);
+	free(s);
+	s = gitop_join(c->deny_paths, c->ndeny_paths);
+	envbuild_set(g->env, "SHIMBRIDGE_DENY_PATHS", s, strlen(s), 0);
+	free(s);
+	if (g->protocol != NULL)
+		envbuild_set(g->env, "SHIMBRIDGE_GIT_PROTOCOL", g->protocol, strlen(g->protocol), 0);
+	if (envbuild_set(g->env, "SHIMBRIDGE_TOKEN", (const char *)g->secret->value,
+	    g->secret->len, 1) != 0) {
+		*cause = xstrdup("the git credential cannot be passed (it contains a NUL byte)");
+		return -1;
+	}
+	return 0;
+}
+
+/* Release everything. */
+void
+gitop_clear(struct gitop *g)
+{
+	size_t i;
+
+	free(g->service);
+	free(g->host);
+	free(g->owner);
+	free(g->name);
+	free(g->upstream);
+	free(g->mirror);
+	free(g->protocol);
+	free(g->rule);
+	if (g->argv != NULL) {
+		for (i = 0; g->argv[i] != NULL; i++)
+			free(g->argv[i]);
+		free(g->argv);
+	}
+	envbuild_free(g->env);
+	json_decref(g->audit_argv);
+	memset(g, 0, sizeof *g);
+}

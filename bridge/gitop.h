@@ -1,0 +1,47 @@
+/*
+ * The git network leg: validate a remote helper's "connect" (service, URL) against
+ * the session's repositories and the configured hosts, then describe the host-side
+ * shimbridge-git run (mirror, upstream, credential) that serves it.
+ */
+#ifndef SHIMBRIDGE_GITOP_H
+#define SHIMBRIDGE_GITOP_H
+
+#include <jansson.h>
+
+struct config;
+struct session;
+struct envbuild;
+struct secret_src;
+
+struct gitop {
+	char			 *service;	/* upload-pack or receive-pack */
+	char			 *host;		/* as configured, e.g. github.com */
+	char			 *owner;
+	char			 *name;		/* without .git */
+	char			 *upstream;	/* full upstream URL of the repository */
+	char			 *mirror;	/* absolute mirror path */
+	char			 *protocol;	/* GIT_PROTOCOL from the client, validated */
+	char			**argv;		/* helper argv, NULL-terminated */
+	struct envbuild		 *env;
+	json_t			 *audit_argv;
+	char			 *rule;
+	const char		 *code;		/* error code when refused */
+	struct secret_src	 *secret;	/* not owned */
+	const struct config	 *cfg;
+	const struct session	 *session;
+};
+
+/* Parse a git URL into host, owner, name. Returns 0 or -1 with a static *why. */
+int	gitop_parse_url(const char *url, char **host, char **owner, char **name,
+	    const char **why);
+/*
+ * Validate a "git" request. On refusal returns -1 with *msg (for the agent; NULL
+ * for a malformed request) and *cause (for the audit log).
+ */
+int	gitop_prepare(const struct config *, const struct session *, json_t *req,
+	    struct gitop *, char **msg, char **cause);
+/* Create the mirror's parent directories and build the helper's environment. */
+int	gitop_env(struct gitop *, const char *scratch, char **cause);
+void	gitop_clear(struct gitop *);
+
+#endif

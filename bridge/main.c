@@ -1,0 +1,119 @@
+/* shimbridged: the host daemon. Parses options, loads the config, runs the loop. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "config.h"
+#include "log.h"
+#include "proto.h"
+#include "server.h"
+#include "util.h"
+
+#define DEFAULT_CONFIG	"/etc/shimbridge/config.json"
+
+/* Exit codes, documented in --help and the README. */
+#define EX_OK		0
+#define EX_CONFIG	1	/* invalid configuration */
+#define EX_RUNTIME	2	/* could not start or run (socket, audit log, ...) */
+#define EX_USAGE	64
+
+/* Print usage. */
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: shimbridged [-d] [-c CONFIG] [--check]\n"
+	    "       shimbridged --help | --version\n"
+	    "\n"
+	    "The shimbridge host daemon: runs allowlisted tools for sandbox session users\n"
+	    "as the runner user, with secrets injected and output redacted.\n"
+	    "\n"
+	    "  -c, --config PATH  main config file (default " DEFAULT_CONFIG ");\n"
+	    "                     sessions are also read from sessions.d/ next to it\n"
+	    "  --check            validate the config (and load its secrets), print every\n"
+	    "                     problem with its file and location, then exit\n"
+	    "  --check-no-secrets validate without loading secret values\n"
+	    "  -d, --debug        verbose diagnostics on stderr\n"
+	    "\n"
+	    "Signals: SIGHUP reloads the config atomically (a bad config is rejected and\n"
+	    "the running one keeps serving); SIGTERM/SIGINT stop.\n"
+	    "\n"
+	    "Exit codes: 0 ok, 1 invalid configuration, 2 runtime failure, 64 usage.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "check", no_argument, NULL, 'C' },
+		{ "check-no-secrets", no_argument, NULL, 'N' },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *path = DEFAULT_CONFIG;
+	struct config *cfg;
+	char *cause = NULL;
+	int ch, check = 0, no_secrets = 0, debug = 0;
+	size_t i;
+
+	util_progname = "shimbridged";
+	while ((ch = getopt_long(argc, argv, "c:dhV", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c':
+			path = optarg;
+			break;
+		case 'C':
+			check = 1;
+			break;
+		case 'N':
+			check = 1;
+			no_secrets = 1;
+			break;
+		case 'd':
+			debug = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return EX_OK;
+		case 'V':
+			printf("shimbridged %s (protocol %d)\n", SHIMBRIDGE_VERSION, PROTO_VERSION);
+			return EX_OK;
+		default:
+			usage(stderr);
+			return EX_USAGE;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return EX_USAGE;
+	}
+	log_init(debug);
+	if (sodium_init() < 0)
+		die(EX_RUNTIME, "libsodium failed to initialise");
+	if ((cfg = config_load(path, no_secrets, &cause)) == NULL) {
+		fprintf(stderr, "shimbridged: %s\n", cause);
+		return EX_CONFIG;
+	}
+	for (i = 0; i < cfg->nwarnings; i++)
+		fprintf(stderr, "shimbridged: warning: %s\n", cfg->warnings[i]);
+	if (check) {
+		printf("%s: ok (version %s, %zu tools, %zu sessions, %zu secrets)\n", path,
+		    cfg->version, cfg->ntools, cfg->nsessions, cfg->nsecrets);
+		config_unref(cfg);
+		return EX_OK;
+	}
+	if (geteuid() != 0)
+		die(EX_RUNTIME, "must run as root (it switches to the runner user for tools)");
+	if (server_run(cfg, path, &cause) != 0) {
+		fprintf(stderr, "shimbridged: %s\n", cause);
+		return EX_RUNTIME;
+	}
+	return EX_OK;
+}

@@ -1,0 +1,272 @@
+/* Platform code: peer credentials, process hardening, orphans, service managers. */
+#include <sys/types.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "platform.h"
+#include "util.h"
+
+#if !defined(__linux__) && !defined(__APPLE__) && !defined(__FreeBSD__) && !defined(__OpenBSD__)
+#error "shimbridge needs kernel peer credentials (SO_PEERCRED or getpeereid) on this platform"
+#endif
+
+/* Peer credentials: SO_PEERCRED on Linux, getpeereid (+ LOCAL_PEERPID) elsewhere. */
+int
+platform_peercred(int fd, uid_t *uid, gid_t *gid, pid_t *pid)
+{
+#if defined(__linux__)
+	struct ucred uc;
+	socklen_t len = sizeof uc;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) != 0)
+		return -1;
+	if (len != sizeof uc) {
+		errno = EINVAL;
+		return -1;
+	}
+	*uid = uc.uid;
+	*gid = uc.gid;
+	*pid = uc.pid;
+	return 0;
+#else
+	if (getpeereid(fd, uid, gid) != 0)
+		return -1;
+	*pid = -1;
+#if defined(LOCAL_PEERPID)
+	{
+		pid_t p;
+		socklen_t len = sizeof p;
+
+		if (getsockopt(fd, SOL_LOCAL, LOCAL_PEERPID, &p, &len) == 0)
+			*pid = p;
+	}
+#endif
+	return 0;
+#endif
+}
+
+/* Non-dumpable, no core files: a crash must not write secrets to disk. */
+int
+platform_harden_self(void)
+{
+	struct rlimit rl = { 0, 0 };
+
+	if (setrlimit(RLIMIT_CORE, &rl) != 0)
+		return -1;
+#if defined(__linux__)
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return -1;
+#endif
+	return 0;
+}
+
+/* Orphaned descendants are reparented to us, so none can outlive its request unseen. */
+int
+platform_subreaper(void)
+{
+#if defined(__linux__)
+	return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+#else
+	return 0;	/* macOS: no subreaper; process groups are the only net */
+#endif
+}
+
+/* Whether pid is in keep[]. */
+static int
+platform_kept(pid_t pid, const pid_t *keep, size_t nkeep)
+{
+	size_t i;
+
+	for (i = 0; i < nkeep; i++) {
+		if (keep[i] == pid)
+			return 1;
+	}
+	return 0;
+}
+
+/* SIGKILL every child of ours that is not a tracked request child. */
+int
+platform_kill_orphans(const pid_t *keep, size_t nkeep)
+{
+#if defined(__linux__)
+	char path[64], buf[512], *p;
+	struct dirent *de;
+	pid_t self = getpid();
+	int killed = 0;
+	DIR *d;
+
+	if ((d = opendir("/proc")) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL) {
+		long pid, ppid;
+		FILE *f;
+		size_t n;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		pid = strtol(de->d_name, NULL, 10);
+		snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+		if ((f = fopen(path, "re")) == NULL)
+			continue;
+		n = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		/* comm may hold spaces and parentheses: parse after the last ')'. */
+		if ((p = strrchr(buf, ')')) == NULL || sscanf(p + 1, " %*c %ld", &ppid) != 1)
+			continue;
+		if (ppid != self || platform_kept((pid_t)pid, keep, nkeep))
+			continue;
+		if (kill((pid_t)pid, SIGKILL) == 0)
+			killed++;
+	}
+	closedir(d);
+	return killed;
+#else
+	(void)keep;
+	(void)nkeep;
+	return 0;
+#endif
+}
+
+/* No privilege gain through exec for this process and its descendants. */
+int
+platform_no_new_privs(void)
+{
+#if defined(__linux__)
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+#else
+	return 0;	/* macOS has no equivalent; the runner is unprivileged anyway */
+#endif
+}
+
+/* Sockets from systemd (LISTEN_PID/LISTEN_FDS, first fd 3). */
+int
+platform_listen_fds(int **fds, char **cause)
+{
+	const char *spid = getenv("LISTEN_PID"), *sfds = getenv("LISTEN_FDS");
+	char *end;
+	long pid, n, i;
+
+	*fds = NULL;
+	if (spid == NULL || sfds == NULL)
+		return 0;
+	pid = strtol(spid, &end, 10);
+	if (*end != '\0' || pid != (long)getpid())
+		return 0;
+	n = strtol(sfds, &end, 10);
+	if (*end != '\0' || n < 1 || n > 16) {
+		xasprintf(cause, "LISTEN_FDS=%s is not a count from 1 to 16", sfds);
+		return -1;
+	}
+	*fds = xcalloc((size_t)n, sizeof **fds);
+	for (i = 0; i < n; i++) {
+		int fd = 3 + (int)i, type;
+		socklen_t len = sizeof type;
+		struct sockaddr_un sun;
+		socklen_t slen = sizeof sun;
+
+		if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+		    type != SOCK_STREAM ||
+		    getsockname(fd, (struct sockaddr *)&sun, &slen) != 0 ||
+		    sun.sun_family != AF_UNIX) {
+			xasprintf(cause, "socket-activation fd %d is not a Unix stream socket", fd);
+			free(*fds);
+			*fds = NULL;
+			return -1;
+		}
+		if (slen <= sizeof(sa_family_t) || sun.sun_path[0] == '\0') {
+			xasprintf(cause, "socket-activation fd %d is an abstract or unnamed "
+			    "socket; only pathname sockets are accepted", fd);
+			free(*fds);
+			*fds = NULL;
+			return -1;
+		}
+		(*fds)[i] = fd;
+	}
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	return (int)n;
+}
+
+/* sd_notify's datagram protocol, without linking libsystemd. */
+void
+platform_notify(const char *state)
+{
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sun;
+	socklen_t len;
+	int fd;
+
+	if (path == NULL || (path[0] != '/' && path[0] != '@'))
+		return;
+	memset(&sun, 0, sizeof sun);
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof sun.sun_path)
+		return;
+	memcpy(sun.sun_path, path, strlen(path));
+	if (sun.sun_path[0] == '@')	/* systemd may hand us an abstract address */
+		sun.sun_path[0] = '\0';
+	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+		return;
+	(void)sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sun, len);
+	close(fd);
+}
+
+/* Open descriptors of this process. */
+long
+platform_fd_count(void)
+{
+	struct dirent *de;
+	long n = 0;
+	DIR *d;
+
+	if ((d = opendir("/proc/self/fd")) == NULL && (d = opendir("/dev/fd")) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL) {
+		if (de->d_name[0] != '.')
+			n++;
+	}
+	closedir(d);
+	return n - 1;	/* the directory stream itself */
+}
+
+/* Resident set size in KiB. */
+long
+platform_rss_kib(void)
+{
+#if defined(__linux__)
+	char line[256];
+	long kib = -1;
+	FILE *f;
+
+	if ((f = fopen("/proc/self/status", "re")) == NULL)
+		return -1;
+	while (fgets(line, sizeof line, f) != NULL) {
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	}
+	fclose(f);
+	return kib;
+#else
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return -1;
+	return ru.ru_maxrss / 1024;
+#endif
+}

@@ -1,0 +1,28 @@
+/*
+ * Everything that differs between Linux and macOS, one small function per concern.
+ * A platform without kernel peer credentials does not build: there is no fallback.
+ */
+#ifndef SHIMBRIDGE_PLATFORM_H
+#define SHIMBRIDGE_PLATFORM_H
+
+#include <sys/types.h>
+
+/* Peer credentials from the kernel. pid is -1 where the platform cannot tell. */
+int	platform_peercred(int fd, uid_t *uid, gid_t *gid, pid_t *pid);
+/* Make the process non-dumpable with core size 0 (secrets live in it). */
+int	platform_harden_self(void);
+/* Become the reaper of orphaned descendants, so detached grandchildren come back to us. */
+int	platform_subreaper(void);
+/* Kill every child of ours that is not in keep[] (escaped grandchildren). Returns how many. */
+int	platform_kill_orphans(const pid_t *keep, size_t nkeep);
+/* In a freshly forked child: forbid gaining privileges through exec (no-new-privs). */
+int	platform_no_new_privs(void);
+/* Sockets handed over by the service manager (systemd LISTEN_FDS or launchd); count or -1. */
+int	platform_listen_fds(int **fds, char **cause);
+/* Tell the service manager we are ready / reloading / stopping (no-op without one). */
+void	platform_notify(const char *state);
+/* Count this process's open fds and resident memory (KiB); -1 when unknown. */
+long	platform_fd_count(void);
+long	platform_rss_kib(void);
+
+#endif

@@ -1,0 +1,196 @@
+/* Argument policy: deny by default, first matching rule wins. */
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "policy.h"
+#include "util.h"
+
+#define SUMMARY_MAX	1024
+
+/* Whether one argument matches a pattern (also its --opt part of --opt=value). */
+static int
+policy_arg_matches(const char *pat, const char *arg)
+{
+	const char *eq;
+	char *opt;
+	int m;
+
+	if (fnmatch(pat, arg, 0) == 0)
+		return 1;
+	if (strncmp(arg, "--", 2) != 0 || (eq = strchr(arg, '=')) == NULL)
+		return 0;
+	opt = xstrndup(arg, (size_t)(eq - arg));
+	m = fnmatch(pat, opt, 0) == 0;
+	free(opt);
+	return m;
+}
+
+/* Positional match; "**" as the last pattern matches zero or more arguments. */
+int
+policy_rule_matches(char *const *pat, size_t npat, char *const *argv, size_t argc)
+{
+	size_t i;
+
+	for (i = 0; i < npat; i++) {
+		if (strcmp(pat[i], "**") == 0)
+			return 1;
+		if (i >= argc || fnmatch(pat[i], argv[i], 0) != 0)
+			return 0;
+	}
+	return i == argc;
+}
+
+/* Append to a bounded summary, marking where it was cut. */
+static void
+summary_add(char *buf, size_t *len, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (*len + n + 8 >= SUMMARY_MAX) {
+		if (*len + 4 < SUMMARY_MAX && strcmp(buf + (*len > 3 ? *len - 3 : 0), "...") != 0) {
+			memcpy(buf + *len, "...", 4);
+			*len += 3;
+		}
+		return;
+	}
+	memcpy(buf + *len, s, n + 1);
+	*len += n;
+}
+
+/* A readable list of what a session may run, built from its tools' allow rules. */
+char *
+policy_allowed_summary(const struct config *c, const struct session *s)
+{
+	char buf[SUMMARY_MAX];
+	size_t len = 0, i, j, k, shown;
+
+	buf[0] = '\0';
+	for (i = 0; i < s->ntools; i++) {
+		const struct tool *t = config_tool(c, s->tools[i]);
+
+		if (len > 0)
+			summary_add(buf, &len, "; ");
+		if (t == NULL) {	/* git through the remote helper */
+			summary_add(buf, &len, s->tools[i]);
+			summary_add(buf, &len, " (push/fetch of allowed repositories)");
+			continue;
+		}
+		if (t->help != NULL) {
+			summary_add(buf, &len, t->help);
+			continue;
+		}
+		shown = 0;
+		for (j = 0; j < t->nrules && shown < 12; j++) {
+			if (!t->rules[j].allow)
+				continue;
+			summary_add(buf, &len, shown++ ? ", " : "");
+			summary_add(buf, &len, t->name);
+			for (k = 0; k < t->rules[j].nargv; k++) {
+				summary_add(buf, &len, " ");
+				summary_add(buf, &len, strcmp(t->rules[j].argv[k], "**") == 0 ?
+				    "[ARGS]" : t->rules[j].argv[k]);
+			}
+		}
+		if (shown == 0) {
+			summary_add(buf, &len, t->name);
+			summary_add(buf, &len, " (no allowed commands)");
+		}
+	}
+	if (len == 0)
+		summary_add(buf, &len, "nothing");
+	return xstrdup(buf);
+}
+
+/* Quote argv for a message, bounded. */
+static char *
+policy_quote(const char *tool, char *const *argv, size_t argc)
+{
+	char buf[256];
+	size_t len = 0, i;
+
+	buf[0] = '\0';
+	summary_add(buf, &len, tool);
+	for (i = 0; i < argc && len < 200; i++) {
+		summary_add(buf, &len, " ");
+		if (strlen(argv[i]) > 60) {
+			char tmp[64];
+
+			snprintf(tmp, sizeof tmp, "%.57s...", argv[i]);
+			summary_add(buf, &len, tmp);
+		} else
+			summary_add(buf, &len, argv[i]);
+	}
+	if (i < argc)
+		summary_add(buf, &len, " ...");
+	return xstrdup(buf);
+}
+
+/* Fill a denial with the agent-facing paragraph. */
+static int
+policy_deny(const struct config *c, const struct session *s, const struct tool *t,
+    char *const *argv, size_t argc, const char *rule, const char *why,
+    struct policy_result *res)
+{
+	char *quoted = policy_quote(t->name, argv, argc);
+	char *allowed = policy_allowed_summary(c, s);
+
+	res->allowed = 0;
+	res->rule = xstrdup(rule);
+	res->reason = xstrdup(why);
+	xasprintf(&res->message, "refused by the shimbridge policy: `%s` is not allowed "
+	    "for this session (%s; rule %s). This session may run: %s. If this command "
+	    "is really needed, ask the operator to allow it.", quoted, why, rule, allowed);
+	free(quoted);
+	free(allowed);
+	return 0;
+}
+
+/* Decide a request. */
+int
+policy_check(const struct config *c, const struct session *s, const struct tool *t,
+    char *const *argv, size_t argc, struct policy_result *res)
+{
+	char where[128], why[256];
+	size_t i, j;
+
+	memset(res, 0, sizeof *res);
+	for (i = 0; i < argc; i++) {
+		for (j = 0; j < t->ndeny_args; j++) {
+			if (!policy_arg_matches(t->deny_args[j], argv[i]))
+				continue;
+			snprintf(where, sizeof where, "tools.%s.deny_args[%zu]", t->name, j);
+			snprintf(why, sizeof why, "the argument %.64s is never allowed",
+			    argv[i]);
+			return policy_deny(c, s, t, argv, argc, where, why, res);
+		}
+	}
+	for (i = 0; i < t->nrules; i++) {
+		const struct rule *r = &t->rules[i];
+
+		if (!policy_rule_matches(r->argv, r->nargv, argv, argc))
+			continue;
+		if (r->allow) {
+			res->allowed = 1;
+			res->rule = xstrdup(r->where);
+			res->reason = xstrdup("allowed by rule");
+			return 1;
+		}
+		return policy_deny(c, s, t, argv, argc, r->where,
+		    r->reason != NULL ? r->reason : "denied by rule", res);
+	}
+	return policy_deny(c, s, t, argv, argc, "default",
+	    "no rule allows it; everything not allowed is refused", res);
+}
+
+/* Free a result's strings. */
+void
+policy_result_free(struct policy_result *res)
+{
+	free(res->rule);
+	free(res->reason);
+	free(res->message);
+	memset(res, 0, sizeof *res);
+}

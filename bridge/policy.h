@@ -1,0 +1,34 @@
+/*
+ * Policy decisions for one request. Match order for a tool (docs/CONFIG.md):
+ *   1. the session must list the tool;
+ *   2. any argument matching the tool's deny_args is refused;
+ *   3. the tool's profile checks (gh: global options, hosts, repositories);
+ *   4. the tool's rules in order, first match wins;
+ *   5. nothing matched: refused (deny by default).
+ */
+#ifndef SHIMBRIDGE_POLICY_H
+#define SHIMBRIDGE_POLICY_H
+
+#include <stddef.h>
+
+struct config;
+struct session;
+struct tool;
+
+struct policy_result {
+	int	 allowed;
+	char	*rule;		/* location of the deciding rule ("default" if none) */
+	char	*reason;	/* short why, for the audit log */
+	char	*message;	/* paragraph for the agent when denied */
+};
+
+/* Decide on argv (without the tool name). Always fills res; returns res->allowed. */
+int	policy_check(const struct config *, const struct session *, const struct tool *,
+	    char *const *argv, size_t argc, struct policy_result *res);
+/* Whether a rule's patterns match argv exactly ("**" last matches any rest). */
+int	policy_rule_matches(char *const *pat, size_t npat, char *const *argv, size_t argc);
+/* What the session may run, one short line ("gh pr list ..., gh issue ..."). */
+char	*policy_allowed_summary(const struct config *, const struct session *);
+void	policy_result_free(struct policy_result *);
+
+#endif

@@ -1,0 +1,1031 @@
+/* Streaming redaction: an Aho-Corasick automaton over every encoding of every secret. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "redact.h"
+
+/* sodium_malloc() aligns only as well as the size is rounded: keep every size a multiple. */
+#define REDACT_ALIGN	64
+
+/* Size of the bigram filter: one byte per pair of input bytes. */
+#define REDACT_BIGRAMS	65536
+
+/* The encodings applied to each secret; see redact.h for what each one means. */
+enum redact_enc {
+	ENC_RAW,
+	ENC_B64_0,
+	ENC_B64_1,
+	ENC_B64_2,
+	ENC_B64URL_0,
+	ENC_B64URL_1,
+	ENC_B64URL_2,
+	ENC_URL_UPPER,
+	ENC_URL_LOWER,
+	ENC_JSON,
+	ENC_JSON_SLASH,
+	ENC_JSON_UPPER,
+	ENC_JSON_SLASH_UPPER,
+	ENC_JSON_GO,
+	ENC_HEX_LOWER,
+	ENC_HEX_UPPER,
+	ENC_COUNT
+};
+
+/* Variants of the JSON encoding. */
+#define JSON_SLASH	0x1	/* '/' as \/ */
+#define JSON_UPPER	0x2	/* \u00XX with upper-case hex */
+#define JSON_HTML	0x4	/* < > & as \u003c \u003e \u0026, like Go */
+
+/* The largest expansion of any encoding (JSON's \u00XX): bytes out per byte in. */
+#define REDACT_EXPAND	6
+
+static const char b64_std[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char b64_url[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char hex_lower[] = "0123456789abcdef";
+static const char hex_upper[] = "0123456789ABCDEF";
+
+/*
+ * The automaton, shared by the streams of one request. A state is the offset of its
+ * row in table: classes transitions (already multiplied by stride), then the length
+ * of the longest pattern ending in this state, then the hold: the length of the
+ * longest suffix of the state's string that is a proper prefix of a pattern.
+ * States are numbered root, depth 1, other non-matching, matching, so two
+ * comparisons tell the scanner where it is.
+ */
+struct redact_ac {
+	atomic_size_t	 refs;		/* streams using this automaton */
+	size_t		 size;		/* bytes of this allocation */
+	size_t		 maxlen;	/* longest pattern */
+	size_t		 npatterns;	/* distinct patterns */
+	size_t		 nstates;
+	uint32_t	 classes;	/* byte classes; row = classes + 2 words */
+	uint32_t	 stride;
+	uint32_t	 shallow;	/* states below: root and depth 1 */
+	uint32_t	 match;		/* states from here on end a pattern */
+	uint8_t		 cls[256];	/* byte -> class */
+	uint8_t		*bigram;	/* [REDACT_BIGRAMS]: can a pattern start with it */
+	uint32_t	*table;		/* [nstates * stride] */
+};
+
+/* A covered interval [s, e) of stream offsets, not yet written. */
+struct redact_iv {
+	uint64_t	 s;
+	uint64_t	 e;
+};
+
+/* The state of one stream. */
+struct redact_state {
+	uint64_t	 pos;		/* stream offset of the next input byte */
+	uint64_t	 emitted;	/* stream offset of the first byte not yet written */
+	uint32_t	 state;		/* automaton state after byte pos - 1 */
+	int		 in_run;	/* byte emitted - 1 was covered (mask written) */
+	int		 failed;	/* a sink failed: the stream is dead */
+	unsigned char	*hold;		/* bytes [emitted, pos); NULL for one-shot use */
+	size_t		 holdcap;
+	size_t		 nhold;		/* bytes of hold in use, for wiping */
+	struct redact_iv *iv;		/* ring of covered intervals, in order */
+	size_t		 ivcap;
+	size_t		 ivhead;
+	size_t		 ivlen;
+};
+
+struct redact {
+	struct redact_ac	*ac;
+	size_t			 size;	/* bytes of this allocation */
+	struct redact_state	 st;
+};
+
+/* One call to redact_run(): where the bytes of each stream offset are. */
+struct redact_run {
+	const struct redact_ac	*ac;
+	struct redact_state	*st;
+	const unsigned char	*in;
+	uint64_t		 base;	/* stream offset of in[0] */
+	uint64_t		 hbase;	/* stream offset of st->hold[0] */
+	redact_sink		 sink;
+	void			*arg;
+};
+
+/* What the build needs for each pattern: where its bytes are. */
+struct redact_pat {
+	size_t		 off;
+	size_t		 len;
+};
+
+/* Scratch for building the automaton; all of it in secure memory. */
+struct redact_build {
+	unsigned char		*pbytes;	/* all patterns, back to back */
+	size_t			 ptotal;
+	size_t			 pbytes_size;
+	struct redact_pat	*pats;
+	size_t			 npats;
+	size_t			 pats_size;
+	uint32_t		*trie;		/* [maxnodes * classes] node numbers */
+	uint32_t		*node;		/* [maxnodes * NODE_WORDS] per-node data */
+	size_t			 scratch_size;
+	size_t			 maxnodes;
+	size_t			 nnodes;
+};
+
+/* Per-node words of build scratch. */
+enum {
+	N_DEPTH,
+	N_FAIL,
+	N_MAXOUT,
+	N_HOLD,
+	N_FLAGS,
+	N_QUEUE,
+	N_PERM,
+	NODE_WORDS
+};
+#define NF_TERMINAL	0x1
+#define NF_CHILD	0x2
+
+/* Round n up to REDACT_ALIGN; 0 if that overflows. */
+static size_t
+redact_round(size_t n)
+{
+	if (n > SIZE_MAX - (REDACT_ALIGN - 1))
+		return 0;
+	return (n + REDACT_ALIGN - 1) & ~(size_t)(REDACT_ALIGN - 1);
+}
+
+/* *sum += n, returning -1 on overflow. */
+static int
+redact_add(size_t *sum, size_t n)
+{
+	if (n > SIZE_MAX - *sum)
+		return -1;
+	*sum += n;
+	return 0;
+}
+
+/* *prod = a * b, returning -1 on overflow. */
+static int
+redact_mul(size_t *prod, size_t a, size_t b)
+{
+	if (a != 0 && b > SIZE_MAX / a)
+		return -1;
+	*prod = a * b;
+	return 0;
+}
+
+/* Allocate size bytes (a multiple of REDACT_ALIGN) of zeroed secure memory. */
+static void *
+redact_secure_alloc(size_t size)
+{
+	void *p;
+
+	if (size == 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if ((p = sodium_malloc(size)) == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(p, 0, size);
+	return p;
+}
+
+/* Wipe and release secure memory from redact_secure_alloc(). */
+static void
+redact_secure_free(void *p, size_t size)
+{
+	if (p == NULL)
+		return;
+	sodium_memzero(p, size);
+	sodium_free(p);
+}
+
+/* Append m bytes to an encoding being built (or only count them when out is NULL). */
+static void
+redact_put(unsigned char *out, size_t *o, const char *bytes, size_t m)
+{
+	if (out != NULL)
+		memcpy(out + *o, bytes, m);
+	*o += m;
+}
+
+/*
+ * Base64 of k filler bytes followed by s, keeping only the characters whose six bits
+ * all come from s. Character j holds bits [6j, 6j + 6) of the stream; s holds bits
+ * [8k, 8(k + n)). The filler is never read.
+ */
+static size_t
+redact_enc_b64(const unsigned char *s, size_t n, size_t k, const char *abc,
+    unsigned char *out)
+{
+	size_t bits = 8 * (k + n), j, o = 0;
+
+	for (j = (8 * k + 5) / 6; 6 * j + 6 <= bits; j++) {
+		size_t b = 6 * j / 8 - k, sh = 6 * j % 8;
+		unsigned int v = (unsigned int)s[b] << 8;
+
+		if (b + 1 < n)
+			v |= s[b + 1];
+		if (out != NULL)
+			out[o] = (unsigned char)abc[(v >> (10 - sh)) & 63];
+		o++;
+	}
+	return o;
+}
+
+/* Percent-encode every byte outside the unreserved set of RFC 3986. */
+static size_t
+redact_enc_url(const unsigned char *s, size_t n, const char *hex, unsigned char *out)
+{
+	size_t i, o = 0;
+	char e[3];
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = s[i];
+
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~') {
+			e[0] = (char)c;
+			redact_put(out, &o, e, 1);
+			continue;
+		}
+		e[0] = '%';
+		e[1] = hex[c >> 4];
+		e[2] = hex[c & 15];
+		redact_put(out, &o, e, 3);
+	}
+	return o;
+}
+
+/* Escape s as the body of a JSON string, in the variant flags selects. */
+static size_t
+redact_enc_json(const unsigned char *s, size_t n, int flags, unsigned char *out)
+{
+	const char *hex = (flags & JSON_UPPER) ? hex_upper : hex_lower;
+	size_t i, o = 0;
+	char e[6];
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = s[i];
+		const char *sh = NULL;
+
+		switch (c) {
+		case '"':  sh = "\\\""; break;
+		case '\\': sh = "\\\\"; break;
+		case '\b': sh = "\\b"; break;
+		case '\f': sh = "\\f"; break;
+		case '\n': sh = "\\n"; break;
+		case '\r': sh = "\\r"; break;
+		case '\t': sh = "\\t"; break;
+		case '/':
+			if (flags & JSON_SLASH)
+				sh = "\\/";
+			break;
+		}
+		if (sh != NULL) {
+			redact_put(out, &o, sh, 2);
+			continue;
+		}
+		if (c < 0x20 || ((flags & JSON_HTML) && (c == '<' || c == '>' || c == '&'))) {
+			memcpy(e, "\\u00", 4);
+			e[4] = hex[c >> 4];
+			e[5] = hex[c & 15];
+			redact_put(out, &o, e, 6);
+			continue;
+		}
+		e[0] = (char)c;
+		redact_put(out, &o, e, 1);
+	}
+	return o;
+}
+
+/* Hex-encode s. */
+static size_t
+redact_enc_hex(const unsigned char *s, size_t n, const char *hex, unsigned char *out)
+{
+	size_t i, o = 0;
+	char e[2];
+
+	for (i = 0; i < n; i++) {
+		e[0] = hex[s[i] >> 4];
+		e[1] = hex[s[i] & 15];
+		redact_put(out, &o, e, 2);
+	}
+	return o;
+}
+
+/*
+ * Write encoding enc of s[0..n) to out, or only measure it when out is NULL.
+ * The caller has checked that n * REDACT_EXPAND (and 8 * (n + 2)) cannot overflow.
+ */
+static size_t
+redact_encode(int enc, const unsigned char *s, size_t n, unsigned char *out)
+{
+	switch (enc) {
+	case ENC_RAW:
+		if (out != NULL)
+			memcpy(out, s, n);
+		return n;
+	case ENC_B64_0:
+	case ENC_B64_1:
+	case ENC_B64_2:
+		return redact_enc_b64(s, n, (size_t)(enc - ENC_B64_0), b64_std, out);
+	case ENC_B64URL_0:
+	case ENC_B64URL_1:
+	case ENC_B64URL_2:
+		return redact_enc_b64(s, n, (size_t)(enc - ENC_B64URL_0), b64_url, out);
+	case ENC_URL_UPPER:
+		return redact_enc_url(s, n, hex_upper, out);
+	case ENC_URL_LOWER:
+		return redact_enc_url(s, n, hex_lower, out);
+	case ENC_JSON:
+		return redact_enc_json(s, n, 0, out);
+	case ENC_JSON_SLASH:
+		return redact_enc_json(s, n, JSON_SLASH, out);
+	case ENC_JSON_UPPER:
+		return redact_enc_json(s, n, JSON_UPPER, out);
+	case ENC_JSON_SLASH_UPPER:
+		return redact_enc_json(s, n, JSON_SLASH | JSON_UPPER, out);
+	case ENC_JSON_GO:
+		return redact_enc_json(s, n, JSON_HTML, out);
+	case ENC_HEX_LOWER:
+		return redact_enc_hex(s, n, hex_lower, out);
+	case ENC_HEX_UPPER:
+		return redact_enc_hex(s, n, hex_upper, out);
+	}
+	return 0;
+}
+
+/* Generate every pattern of every secret into secure memory. */
+static int
+redact_build_patterns(struct redact_build *b, const struct redact_secret *secrets,
+    size_t n)
+{
+	size_t i, total = 0, count = 0, o = 0, m;
+	int enc;
+
+	for (i = 0; i < n; i++) {
+		const struct redact_secret *sec = &secrets[i];
+
+		if (sec->value == NULL && sec->len != 0) {
+			errno = EINVAL;
+			return -1;
+		}
+		if (sec->len < REDACT_MIN_LEN)
+			continue;
+		if (sec->len > SIZE_MAX / 8 - 2 || sec->len > SIZE_MAX / REDACT_EXPAND) {
+			errno = E2BIG;
+			return -1;
+		}
+		for (enc = 0; enc < ENC_COUNT; enc++) {
+			m = redact_encode(enc, sec->value, sec->len, NULL);
+			if (m < REDACT_MIN_LEN)
+				continue;
+			if (redact_add(&total, m) != 0 || redact_add(&count, 1) != 0) {
+				errno = E2BIG;
+				return -1;
+			}
+		}
+	}
+	b->ptotal = total;
+	b->npats = count;
+	if (count == 0)
+		return 0;
+
+	if ((b->pbytes_size = redact_round(total)) == 0 ||
+	    redact_mul(&m, count, sizeof *b->pats) != 0 ||
+	    (b->pats_size = redact_round(m)) == 0) {
+		errno = E2BIG;
+		return -1;
+	}
+	if ((b->pbytes = redact_secure_alloc(b->pbytes_size)) == NULL ||
+	    (b->pats = redact_secure_alloc(b->pats_size)) == NULL)
+		return -1;
+
+	count = 0;
+	for (i = 0; i < n; i++) {
+		const struct redact_secret *sec = &secrets[i];
+
+		if (sec->len < REDACT_MIN_LEN)
+			continue;
+		for (enc = 0; enc < ENC_COUNT; enc++) {
+			m = redact_encode(enc, sec->value, sec->len, NULL);
+			if (m < REDACT_MIN_LEN)
+				continue;
+			redact_encode(enc, sec->value, sec->len, b->pbytes + o);
+			b->pats[count].off = o;
+			b->pats[count].len = m;
+			o += m;
+			count++;
+		}
+	}
+	return 0;
+}
+
+/* Give each byte used by some pattern its own class; all other bytes share one. */
+static void
+redact_build_classes(struct redact_build *b, struct redact_ac *ac)
+{
+	uint8_t used[256];
+	size_t i;
+	unsigned int c, next = 0;
+
+	memset(used, 0, sizeof used);
+	for (i = 0; i < b->ptotal; i++)
+		used[b->pbytes[i]] = 1;
+	for (c = 0; c < 256; c++) {
+		if (used[c])
+			ac->cls[c] = (uint8_t)next++;
+	}
+	/* next <= 256; the shared class exists only if some byte is unused. */
+	for (c = 0; c < 256; c++) {
+		if (!used[c])
+			ac->cls[c] = (uint8_t)next;
+	}
+	ac->classes = next < 256 ? next + 1 : 256;
+	sodium_memzero(used, sizeof used);
+}
+
+/* Insert every pattern into the trie, counting distinct ones. */
+static void
+redact_build_trie(struct redact_build *b, struct redact_ac *ac)
+{
+	size_t p, i;
+	uint32_t *nd = b->node;
+
+	b->nnodes = 1;
+	for (p = 0; p < b->npats; p++) {
+		const unsigned char *s = b->pbytes + b->pats[p].off;
+		size_t len = b->pats[p].len;
+		uint32_t u = 0, v;
+
+		for (i = 0; i < len; i++) {
+			uint32_t *slot = &b->trie[(size_t)u * ac->classes + ac->cls[s[i]]];
+
+			if ((v = *slot) == 0) {
+				v = (uint32_t)b->nnodes++;
+				*slot = v;
+				nd[(size_t)v * NODE_WORDS + N_DEPTH] =
+				    nd[(size_t)u * NODE_WORDS + N_DEPTH] + 1;
+				nd[(size_t)u * NODE_WORDS + N_FLAGS] |= NF_CHILD;
+			}
+			u = v;
+		}
+		if (!(nd[(size_t)u * NODE_WORDS + N_FLAGS] & NF_TERMINAL)) {
+			nd[(size_t)u * NODE_WORDS + N_FLAGS] |= NF_TERMINAL;
+			ac->npatterns++;
+		}
+		if (len > ac->maxlen)
+			ac->maxlen = len;
+	}
+}
+
+/*
+ * Breadth-first over the trie: failure links, complete transitions (the trie becomes
+ * a DFA), and for each node the longest pattern ending there and its hold.
+ */
+static void
+redact_build_links(struct redact_build *b, struct redact_ac *ac)
+{
+	uint32_t *nd = b->node, *tr = b->trie;
+	size_t qh = 0, qt = 0, c, C = ac->classes;
+
+#define ND(u, w) nd[(size_t)(u) * NODE_WORDS + (w)]
+	for (c = 0; c < C; c++) {
+		uint32_t v = tr[c];
+
+		if (v != 0) {
+			ND(v, N_FAIL) = 0;
+			ND(qt++, N_QUEUE) = v;
+		}
+	}
+	while (qh < qt) {
+		uint32_t u = ND(qh++, N_QUEUE), f = ND(u, N_FAIL);
+
+		ND(u, N_MAXOUT) = (ND(u, N_FLAGS) & NF_TERMINAL) ? ND(u, N_DEPTH) : ND(f, N_MAXOUT);
+		ND(u, N_HOLD) = (ND(u, N_FLAGS) & NF_CHILD) ? ND(u, N_DEPTH) : ND(f, N_HOLD);
+		for (c = 0; c < C; c++) {
+			uint32_t v = tr[(size_t)u * C + c];
+
+			if (v != 0) {
+				ND(v, N_FAIL) = tr[(size_t)f * C + c];
+				ND(qt++, N_QUEUE) = v;
+			} else
+				tr[(size_t)u * C + c] = tr[(size_t)f * C + c];
+		}
+	}
+#undef ND
+}
+
+/* Renumber the states by kind and write the final table of row offsets. */
+static void
+redact_build_table(struct redact_build *b, struct redact_ac *ac)
+{
+	uint32_t *nd = b->node;
+	size_t u, c, C = ac->classes, n[4] = { 0, 0, 0, 0 }, next[4];
+	int kind;
+
+#define ND(u, w) nd[(size_t)(u) * NODE_WORDS + (w)]
+#define KIND(u) ((u) == 0 ? 0 : ND(u, N_DEPTH) == 1 ? 1 : ND(u, N_MAXOUT) == 0 ? 2 : 3)
+	for (u = 0; u < b->nnodes; u++)
+		n[KIND(u)]++;
+	next[0] = 0;
+	for (kind = 1; kind < 4; kind++)
+		next[kind] = next[kind - 1] + n[kind - 1];
+	for (u = 0; u < b->nnodes; u++)
+		ND(u, N_PERM) = (uint32_t)next[KIND(u)]++;
+	ac->shallow = (uint32_t)((n[0] + n[1]) * ac->stride);
+	ac->match = (uint32_t)((n[0] + n[1] + n[2]) * ac->stride);
+
+	for (u = 0; u < b->nnodes; u++) {
+		uint32_t *row = ac->table + (size_t)ND(u, N_PERM) * ac->stride;
+
+		for (c = 0; c < C; c++)
+			row[c] = ND(b->trie[u * C + c], N_PERM) * ac->stride;
+		row[C] = ND(u, N_MAXOUT);
+		row[C + 1] = ND(u, N_HOLD);
+	}
+#undef KIND
+#undef ND
+}
+
+/* The bigram index of p[0], p[1]: the same function for patterns and input. */
+static inline size_t
+redact_bigram(const unsigned char *p)
+{
+	uint16_t x;
+
+	memcpy(&x, p, sizeof x);
+	return x;
+}
+
+/* Allocate a stream on ac (taking a reference) with room for what it may hold. */
+static struct redact *
+redact_stream_alloc(struct redact_ac *ac)
+{
+	struct redact *r;
+	size_t hsz, ivcap, ivsz, size = 0, m;
+
+	/* A stream holds fewer than maxlen bytes; covered intervals in them are disjoint
+	 * and not adjacent, so at most maxlen / 2 + 1 of them, plus one being added. */
+	ivcap = ac->maxlen / 2 + 2;
+	if ((hsz = redact_round(ac->maxlen + 1)) == 0 ||
+	    redact_mul(&m, ivcap, sizeof *r->st.iv) != 0 || (ivsz = redact_round(m)) == 0 ||
+	    redact_add(&size, redact_round(sizeof *r)) != 0 || redact_add(&size, hsz) != 0 ||
+	    redact_add(&size, ivsz) != 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if ((r = redact_secure_alloc(size)) == NULL)
+		return NULL;
+	r->size = size;
+	r->ac = ac;
+	r->st.hold = (unsigned char *)r + redact_round(sizeof *r);
+	r->st.holdcap = hsz;
+	r->st.iv = (struct redact_iv *)(void *)(r->st.hold + hsz);
+	r->st.ivcap = ivcap;
+	atomic_fetch_add(&ac->refs, 1);
+	return r;
+}
+
+/* Build the automaton for secrets[0..n) and a first stream on it. */
+struct redact *
+redact_new(const struct redact_secret *secrets, size_t n)
+{
+	struct redact_build b;
+	struct redact_ac hdr, *ac = NULL;
+	struct redact *r = NULL;
+	size_t bound, tsize, size = 0, trie_size, node_size, p;
+	int saved;
+
+	memset(&b, 0, sizeof b);
+	memset(&hdr, 0, sizeof hdr);
+	if (n != 0 && secrets == NULL) {
+		errno = EINVAL;
+		goto out;
+	}
+	if (sodium_init() < 0) {
+		errno = ENOMEM;
+		goto out;
+	}
+	if (redact_build_patterns(&b, secrets, n) != 0)
+		goto out;
+	redact_build_classes(&b, &hdr);
+	hdr.stride = hdr.classes + 2;
+
+	/* The trie has at most one node per pattern byte, plus the root: refuse early
+	 * if even that bound is too big, so the scratch stays bounded too. */
+	b.maxnodes = b.ptotal + 1;
+	if (redact_mul(&bound, b.maxnodes, (size_t)hdr.stride * sizeof(uint32_t)) != 0 ||
+	    bound > REDACT_MAX_AUTOMATON) {
+		errno = E2BIG;
+		goto out;
+	}
+
+	/* Build scratch: trie rows of node numbers, then per-node words. */
+	if (redact_mul(&trie_size, b.maxnodes, (size_t)hdr.classes * sizeof(uint32_t)) != 0 ||
+	    redact_mul(&node_size, b.maxnodes, NODE_WORDS * sizeof(uint32_t)) != 0 ||
+	    (trie_size = redact_round(trie_size)) == 0 ||
+	    (node_size = redact_round(node_size)) == 0 ||
+	    redact_add(&b.scratch_size, trie_size) != 0 ||
+	    redact_add(&b.scratch_size, node_size) != 0) {
+		errno = E2BIG;
+		goto out;
+	}
+	if ((b.trie = redact_secure_alloc(b.scratch_size)) == NULL)
+		goto out;
+	b.node = (uint32_t *)(void *)((unsigned char *)b.trie + trie_size);
+	redact_build_trie(&b, &hdr);
+	redact_build_links(&b, &hdr);
+
+	/* The automaton proper, sized for the states that exist: header, bigram
+	 * filter, table. */
+	tsize = b.nnodes * hdr.stride * sizeof(uint32_t);	/* <= bound */
+	if (redact_add(&size, redact_round(sizeof *ac)) != 0 ||
+	    redact_add(&size, REDACT_BIGRAMS) != 0 ||
+	    redact_add(&size, redact_round(tsize)) != 0) {
+		errno = E2BIG;
+		goto out;
+	}
+	if ((ac = redact_secure_alloc(size)) == NULL)
+		goto out;
+	memcpy(ac->cls, hdr.cls, sizeof ac->cls);
+	ac->classes = hdr.classes;
+	ac->stride = hdr.stride;
+	ac->maxlen = hdr.maxlen;
+	ac->npatterns = hdr.npatterns;
+	ac->nstates = b.nnodes;
+	ac->size = size;
+	atomic_init(&ac->refs, 0);
+	ac->bigram = (uint8_t *)ac + redact_round(sizeof *ac);
+	ac->table = (uint32_t *)(void *)(ac->bigram + REDACT_BIGRAMS);
+	redact_build_table(&b, ac);
+	for (p = 0; p < b.npats; p++)
+		ac->bigram[redact_bigram(b.pbytes + b.pats[p].off)] = 1;
+
+	if ((r = redact_stream_alloc(ac)) == NULL)
+		goto out;
+	ac = NULL;	/* transferred */
+
+out:
+	saved = errno;
+	sodium_memzero(&hdr, sizeof hdr);
+	redact_secure_free(b.trie, b.scratch_size);
+	redact_secure_free(b.pats, b.pats_size);
+	redact_secure_free(b.pbytes, b.pbytes_size);
+	if (ac != NULL)
+		redact_secure_free(ac, ac->size);
+	errno = saved;
+	return r;
+}
+
+/* A new empty stream sharing r's automaton. */
+struct redact *
+redact_new_stream(const struct redact *r)
+{
+	if (r == NULL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return redact_stream_alloc(r->ac);
+}
+
+/* Free a stream, and the automaton with its last stream. */
+void
+redact_free(struct redact *r)
+{
+	struct redact_ac *ac;
+
+	if (r == NULL)
+		return;
+	ac = r->ac;
+	redact_secure_free(r, r->size);
+	if (atomic_fetch_sub(&ac->refs, 1) == 1)
+		redact_secure_free(ac, ac->size);
+}
+
+/* Write stream bytes [a, b), which are in the hold buffer, the input, or both. */
+static int
+redact_emit_raw(struct redact_run *run, uint64_t a, uint64_t b)
+{
+	if (a < run->base) {
+		uint64_t m = (b < run->base ? b : run->base) - a;
+
+		if (run->sink(run->arg, run->st->hold + (a - run->hbase), (size_t)m) != 0)
+			return -1;
+		a += m;
+	}
+	if (a < b && run->sink(run->arg, run->in + (a - run->base), (size_t)(b - a)) != 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * Write everything settled: raw bytes before stream offset b, and any covered run
+ * that starts where the output stands (its bytes are masked whatever comes next).
+ */
+static int
+redact_emit(struct redact_run *run, uint64_t b)
+{
+	struct redact_state *st = run->st;
+	struct redact_iv *f;
+	uint64_t stop;
+
+	for (;;) {
+		f = st->ivlen != 0 ? &st->iv[st->ivhead] : NULL;
+		if (f != NULL && f->s <= st->emitted) {
+			if (!st->in_run &&
+			    run->sink(run->arg, REDACT_MASK, sizeof REDACT_MASK - 1) != 0)
+				return -1;
+			st->in_run = 1;
+			st->emitted = f->e;
+			if (++st->ivhead == st->ivcap)
+				st->ivhead = 0;
+			st->ivlen--;
+			continue;
+		}
+		stop = b;
+		if (f != NULL && f->s < stop)
+			stop = f->s;
+		if (stop <= st->emitted)
+			return 0;
+		if (redact_emit_raw(run, st->emitted, stop) != 0)
+			return -1;
+		st->in_run = 0;
+		st->emitted = stop;
+	}
+}
+
+/*
+ * A pattern ends just before stream offset end, the automaton being in state s:
+ * record the covered interval and write what is settled.
+ */
+static int
+redact_match(struct redact_run *run, uint32_t s, uint64_t end)
+{
+	struct redact_state *st = run->st;
+	const uint32_t *row = run->ac->table + s + run->ac->classes;
+	uint64_t start = end - row[0];
+	struct redact_iv *back;
+	size_t i;
+
+	/* Bytes before emitted are already written, necessarily inside a mask: a match
+	 * never starts before the hold of the state preceding it. */
+	if (start < st->emitted)
+		start = st->emitted;
+	while (st->ivlen != 0) {
+		i = st->ivhead + st->ivlen - 1;
+		back = &st->iv[i >= st->ivcap ? i - st->ivcap : i];
+		if (back->e < start)
+			break;
+		if (back->s < start)
+			start = back->s;
+		st->ivlen--;
+	}
+	if (st->ivlen == st->ivcap)
+		abort();	/* the bound in redact_stream_alloc() is broken */
+	i = st->ivhead + st->ivlen;
+	back = &st->iv[i >= st->ivcap ? i - st->ivcap : i];
+	back->s = start;
+	back->e = end;
+	st->ivlen++;
+	return redact_emit(run, end - row[1]);
+}
+
+/*
+ * The first i in [p, len - 1) where a pattern could start at in[i], in[i + 1];
+ * len if there is none. The caller guarantees p + 1 < len.
+ */
+static size_t
+redact_skip(const uint8_t *bg, const unsigned char *in, size_t p, size_t len)
+{
+	size_t i = p;
+
+	while (len - i > 16) {
+		const unsigned char *q = in + i;
+		unsigned int any;
+
+		any = bg[redact_bigram(q)] | bg[redact_bigram(q + 1)] |
+		    bg[redact_bigram(q + 2)] | bg[redact_bigram(q + 3)] |
+		    bg[redact_bigram(q + 4)] | bg[redact_bigram(q + 5)] |
+		    bg[redact_bigram(q + 6)] | bg[redact_bigram(q + 7)];
+		any |= bg[redact_bigram(q + 8)] | bg[redact_bigram(q + 9)] |
+		    bg[redact_bigram(q + 10)] | bg[redact_bigram(q + 11)] |
+		    bg[redact_bigram(q + 12)] | bg[redact_bigram(q + 13)] |
+		    bg[redact_bigram(q + 14)] | bg[redact_bigram(q + 15)];
+		if (any)
+			break;
+		i += 16;
+	}
+	for (; i + 1 < len; i++) {
+		if (bg[redact_bigram(in + i)])
+			return i;
+	}
+	return len;
+}
+
+/*
+ * Run len bytes of a stream through the automaton, writing what is settled; at eof
+ * write the rest too and make the stream empty again.
+ *
+ * Where the automaton is in the root or a depth-1 state after in[i - 1], every
+ * longer match must start with a bigram of some pattern, at i - 1 or later: the
+ * bigram filter finds the next such place, and the automaton restarts from the root
+ * there in the state it would have reached. No pattern can end in between (all are
+ * at least REDACT_MIN_LEN long), so nothing is lost.
+ */
+static int
+redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned char *in,
+    size_t len, int eof, redact_sink sink, void *arg)
+{
+	struct redact_run run;
+	const uint32_t *T = ac->table;
+	const uint8_t *cls = ac->cls;
+	uint32_t s = st->state, shallow = ac->shallow, match = ac->match;
+	size_t i = 0, keep, old;
+	uint64_t end;
+
+	if (st->failed) {
+		errno = EIO;
+		return -1;
+	}
+	if ((uint64_t)len > UINT64_MAX - st->pos) {
+		errno = EOVERFLOW;
+		goto fail;
+	}
+	run.ac = ac;
+	run.st = st;
+	run.in = in;
+	run.base = st->pos;
+	run.hbase = st->emitted;
+	run.sink = sink;
+	run.arg = arg;
+
+	while (i < len) {
+		do {
+			s = T[s + cls[in[i++]]];
+			if (s >= match && redact_match(&run, s, run.base + i) != 0)
+				goto fail;
+		} while (s >= shallow && i < len);
+		if (i == len)
+			break;
+		i = redact_skip(ac->bigram, in, i - 1, len);
+		if (i == len) {
+			s = T[cls[in[len - 1]]];
+			break;
+		}
+		s = T[cls[in[i++]]];
+	}
+
+	st->state = s;
+	st->pos += len;
+	end = eof ? st->pos : st->pos - T[s + ac->classes + 1];
+	if (redact_emit(&run, end) != 0)
+		goto fail;
+	if (eof) {
+		if (st->hold != NULL)
+			sodium_memzero(st->hold, st->nhold);
+		st->pos = st->emitted = 0;
+		st->state = 0;
+		st->in_run = 0;
+		st->nhold = 0;
+		st->ivhead = st->ivlen = 0;
+		return 0;
+	}
+
+	/* Keep the bytes still open: first any left in the hold buffer, then input. */
+	keep = (size_t)(st->pos - st->emitted);
+	if (keep > st->holdcap)
+		abort();	/* the hold is bounded by the longest pattern */
+	if (st->emitted < run.base) {
+		old = (size_t)(run.base - st->emitted);
+		memmove(st->hold, st->hold + (st->emitted - run.hbase), old);
+		if (len != 0)
+			memcpy(st->hold + old, in, len);
+	} else if (keep != 0)
+		memcpy(st->hold, in + (st->emitted - run.base), keep);
+	if (st->nhold > keep)
+		sodium_memzero(st->hold + keep, st->nhold - keep);
+	st->nhold = keep;
+	return 0;
+
+fail:
+	st->failed = 1;
+	return -1;
+}
+
+/* Filter a chunk of a stream. */
+int
+redact_feed(struct redact *r, const void *in, size_t len, redact_sink sink, void *arg)
+{
+	if (len == 0)
+		return r->st.failed ? (errno = EIO, -1) : 0;
+	return redact_run(r->ac, &r->st, in, len, 0, sink, arg);
+}
+
+/* End a stream: write what was held back. */
+int
+redact_flush(struct redact *r, redact_sink sink, void *arg)
+{
+	return redact_run(r->ac, &r->st, NULL, 0, 1, sink, arg);
+}
+
+/* Bytes fed but not yet written. */
+size_t
+redact_held(const struct redact *r)
+{
+	return (size_t)(r->st.pos - r->st.emitted);
+}
+
+/* A growing string for redact_string(). */
+struct redact_buf {
+	char	*p;
+	size_t	 len;
+	size_t	 cap;
+};
+
+/* Sink for redact_string(): append, growing the buffer with overflow checks. */
+static int
+redact_buf_sink(void *arg, const void *buf, size_t len)
+{
+	struct redact_buf *b = arg;
+	size_t need = b->len, cap;
+	char *p;
+
+	if (redact_add(&need, len) != 0 || redact_add(&need, 1) != 0) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (need > b->cap) {
+		cap = b->cap != 0 ? b->cap : 64;
+		while (cap < need) {
+			if (cap > SIZE_MAX / 2) {
+				cap = need;
+				break;
+			}
+			cap *= 2;
+		}
+		if ((p = realloc(b->p, cap)) == NULL)
+			return -1;
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, buf, len);
+	b->len += len;
+	return 0;
+}
+
+/* Redact a whole string with r's automaton and a throwaway stream state. */
+char *
+redact_string(const struct redact *r, const char *s)
+{
+	struct redact_state st;
+	struct redact_buf b;
+	char *ret = NULL;
+	size_t len;
+
+	if (s == NULL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (r == NULL)
+		return strdup(s);
+
+	memset(&st, 0, sizeof st);
+	memset(&b, 0, sizeof b);
+	len = strlen(s);
+	st.ivcap = r->ac->maxlen / 2 + 2;
+	if ((st.iv = calloc(st.ivcap, sizeof *st.iv)) == NULL)
+		goto out;
+	/* The whole string is final: nothing is ever kept, so no hold buffer. */
+	if (redact_run(r->ac, &st, (const unsigned char *)s, len, 1, redact_buf_sink, &b) != 0)
+		goto out;
+	if (redact_buf_sink(&b, "", 1) != 0)
+		goto out;
+	ret = b.p;
+	b.p = NULL;	/* transferred */
+
+out:
+	free(st.iv);
+	free(b.p);
+	return ret;
+}
+
+/* Number of distinct patterns. */
+size_t
+redact_patterns(const struct redact *r)
+{
+	return r->ac->npatterns;
+}
+
+/* Secure memory used by the automaton. */
+size_t
+redact_automaton_size(const struct redact *r)
+{
+	return r->ac->size;
+}

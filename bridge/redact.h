@@ -1,0 +1,137 @@
+/*
+ * Streaming redaction of secrets from the output of host-side tools.
+ *
+ * The bridge streams a child's stdout and stderr back to a hostile sandbox. Tools
+ * should never print a token, but some can be made to (debug output, error messages
+ * echoing a URL, an API that reflects a header), so every byte is passed through
+ * this filter first: defence in depth, not the first line (THREATS.md).
+ *
+ * Patterns. For each secret S of at least REDACT_MIN_LEN bytes the filter looks for:
+ *   - S itself;
+ *   - base64 of S, standard (+/) and URL-safe (-_) alphabets, at each of the three
+ *     byte offsets S can have in a longer encoded stream: for k = 0, 1, 2 encode
+ *     k filler bytes followed by S and keep only the characters whose six bits all
+ *     come from S (no padding, nothing mixed with the filler or with what follows);
+ *   - URL encoding: every byte outside A-Za-z0-9-._~ as %XX, upper-case hex and
+ *     lower-case hex;
+ *   - JSON string body: \" \\, \b \f \n \r \t, other bytes below 0x20 as \u00XX,
+ *     in four variants ('/' as is or as \/, times \u00XX hex upper or lower case)
+ *     plus Go's encoding/json form (also < > & as \u003c \u003e \u0026, which gh,
+ *     a Go program, emits by default);
+ *   - hex, lower and upper case.
+ * Identical patterns are kept once; patterns shorter than REDACT_MIN_LEN are dropped.
+ *
+ * Output. Every input byte covered by at least one occurrence of any pattern is
+ * masked; each maximal run of consecutive covered bytes becomes exactly one
+ * REDACT_MASK. Every other byte passes through unchanged and in order. Occurrences
+ * split across redact_feed() calls at any position are caught.
+ *
+ * Delay. A stream holds back only the bytes whose fate is still open: those in the
+ * longest suffix of the input so far that is a proper prefix of a pattern. As soon
+ * as the first byte of a covered run is settled, REDACT_MASK is written; later bytes
+ * of the same run are absorbed into it, even if the run goes on in a later call.
+ *
+ * Objects. redact_new() builds the automaton (one per request) together with a
+ * first stream; redact_new_stream() adds further streams (stdout, stderr) that share
+ * the automaton, read-only, by reference count. A stream is not reentrant: one
+ * thread at a time, and never from inside its own sink. Distinct streams sharing an
+ * automaton may be used from different threads.
+ *
+ * Memory. Patterns and the automaton (which spells them out) live in sodium_malloc()
+ * memory (guard pages, not dumped, mlocked where RLIMIT_MEMLOCK allows) and are
+ * wiped when the last stream is freed; so are the bytes a stream holds back. The
+ * automaton is a dense table over byte classes: (N + 1) * (C + 2) * 4 bytes plus
+ * 64 KiB, where N is the total length of the distinct patterns (about 13 times the
+ * secret length for a token of letters and digits) and C the number of distinct
+ * bytes used by them plus one (about 70 for such tokens). Measured: about 170 KiB
+ * for one 40-byte token, 2.0 MiB for sixteen; building takes twice that briefly.
+ * A stream costs a few pages. redact_new() refuses (E2BIG) an automaton whose
+ * bound exceeds REDACT_MAX_AUTOMATON.
+ *
+ * Speed. One pass over the input whatever the number of patterns: a bigram filter
+ * skips bytes that cannot start a pattern, an Aho-Corasick automaton runs where
+ * they can. No allocation after construction.
+ */
+#ifndef SHIMBRIDGE_REDACT_H
+#define SHIMBRIDGE_REDACT_H
+
+#include <stddef.h>
+
+/* What a covered run of bytes is replaced with. */
+#define REDACT_MASK		"[REDACTED]"
+
+/*
+ * Secrets, and patterns derived from them, shorter than this are ignored: a value of
+ * one to three bytes occurs by chance all over ordinary output, so masking it would
+ * destroy the output while hiding nothing a guess could not find.
+ */
+#define REDACT_MIN_LEN		4
+
+/* The largest automaton redact_new() will build, in bytes (see Memory above). */
+#define REDACT_MAX_AUTOMATON	(64 * 1024 * 1024)
+
+struct redact_secret {
+	const unsigned char	*value;	/* caller keeps ownership; copied as patterns */
+	size_t			 len;
+};
+
+/*
+ * Receives redacted output, in order, in pieces of at least one byte. buf is valid
+ * only during the call. Return 0, or -1 to abort the stream.
+ */
+typedef int (*redact_sink)(void *arg, const void *buf, size_t len);
+
+struct redact;
+
+/*
+ * Build the automaton for secrets[0..n) and a first, empty stream on it. n == 0
+ * (or only short secrets) gives a pass-through filter. The secrets are not kept.
+ * Returns NULL and sets errno on failure: EINVAL (a NULL value with a non-zero
+ * length), E2BIG (automaton over REDACT_MAX_AUTOMATON), ENOMEM.
+ */
+struct redact	*redact_new(const struct redact_secret *secrets, size_t n);
+
+/*
+ * A new, empty stream sharing r's automaton (r's own stream state is not copied).
+ * Free each stream with redact_free(); the automaton goes with the last one.
+ * Returns NULL and sets errno (ENOMEM) on failure.
+ */
+struct redact	*redact_new_stream(const struct redact *r);
+
+/* Free a stream, and its automaton if no other stream uses it; wipes. NULL is fine. */
+void		 redact_free(struct redact *r);
+
+/*
+ * Filter len bytes of a stream (any bytes, NULs included) and pass what is settled
+ * to sink. Returns 0, or -1 if the sink returned -1 (errno as the sink left it) or
+ * the stream passed 2^64 bytes (EOVERFLOW). After -1 the stream is dead: further
+ * feeds and flushes return -1 (EIO); only redact_free() is useful.
+ */
+int		 redact_feed(struct redact *r, const void *in, size_t len, redact_sink sink,
+		     void *arg);
+
+/*
+ * End of the stream: write what was held back (masked where covered, raw elsewhere).
+ * The stream is then empty again and can carry a new, unrelated stream.
+ * Returns 0, or -1 as for redact_feed().
+ */
+int		 redact_flush(struct redact *r, redact_sink sink, void *arg);
+
+/* Bytes fed to the stream but not yet written to a sink, raw or inside a mask. */
+size_t		 redact_held(const struct redact *r);
+
+/*
+ * Redact a whole string at once (audit lines, error messages) with r's automaton,
+ * without touching r's stream state. r may be NULL: the result is then a copy.
+ * Returns a malloc'd string for the caller to free, or NULL (ENOMEM, or EINVAL for
+ * a NULL s).
+ */
+char		*redact_string(const struct redact *r, const char *s);
+
+/* Number of distinct patterns in r's automaton (0 for a pass-through filter). */
+size_t		 redact_patterns(const struct redact *r);
+
+/* Bytes of secure memory used by r's automaton (shared by all its streams). */
+size_t		 redact_automaton_size(const struct redact *r);
+
+#endif

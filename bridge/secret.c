@@ -1,0 +1,319 @@
+/* Secret sources: loading values into guarded memory, never into ordinary heap. */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "config.h"
+#include "secret.h"
+#include "util.h"
+
+#define SECRET_MAX_BYTES	(64 * 1024)
+
+/* Name of a source type. */
+const char *
+secret_type_name(enum secret_type t)
+{
+	switch (t) {
+	case SECRET_FILE:	return "file";
+	case SECRET_ENV:	return "env";
+	case SECRET_SYSTEMD:	return "systemd";
+	case SECRET_COMMAND:	return "command";
+	case SECRET_STORE:	return "store";
+	}
+	return "?";
+}
+
+/* Parse {"source": "file", "path": ...} and friends. */
+int
+secret_parse(json_t *obj, const char *name, const char *where, struct secret_src *s,
+    char **cause)
+{
+	json_t *src, *arg;
+	const char *type, *key;
+	const char *argkey = NULL;
+	size_t allowed;
+
+	(void)where;
+	memset(s, 0, sizeof *s);
+	s->name = xstrdup(name);
+	if (!json_is_object(obj) || !json_is_string(src = json_object_get(obj, "source"))) {
+		*cause = xstrdup("expected an object with a \"source\" string");
+		return -1;
+	}
+	type = json_string_value(src);
+	if (strcmp(type, "file") == 0) {
+		s->type = SECRET_FILE;
+		argkey = "path";
+	} else if (strcmp(type, "env") == 0) {
+		s->type = SECRET_ENV;
+		argkey = "variable";
+	} else if (strcmp(type, "systemd") == 0) {
+		s->type = SECRET_SYSTEMD;
+		argkey = "credential";
+	} else if (strcmp(type, "store") == 0) {
+		s->type = SECRET_STORE;
+		argkey = "entry";
+	} else if (strcmp(type, "command") == 0) {
+		s->type = SECRET_COMMAND;
+		argkey = "command";
+	} else {
+		xasprintf(cause, "unknown source \"%s\" (file, env, systemd, store, command)", type);
+		return -1;
+	}
+	allowed = 2;
+	arg = json_object_get(obj, argkey);
+	if (s->type == SECRET_COMMAND) {
+		json_t *e, *ttl, *to;
+		size_t i;
+
+		if (!json_is_array(arg) || json_array_size(arg) == 0 || json_array_size(arg) > 64) {
+			*cause = xstrdup("\"command\" must be an array: absolute program path, then arguments");
+			return -1;
+		}
+		s->argv = xcalloc(json_array_size(arg) + 1, sizeof *s->argv);
+		json_array_foreach(arg, i, e) {
+			if (!json_is_string(e)) {
+				*cause = xstrdup("\"command\" entries must be strings");
+				return -1;
+			}
+			s->argv[s->nargv++] = xstrdup(json_string_value(e));
+		}
+		if (s->argv[0][0] != '/') {
+			*cause = xstrdup("\"command\" must start with an absolute program path");
+			return -1;
+		}
+		s->ttl = 300;
+		s->timeout = 30;
+		if ((ttl = json_object_get(obj, "ttl")) != NULL) {
+			if (!json_is_integer(ttl) || json_integer_value(ttl) < 1 ||
+			    json_integer_value(ttl) > 86400 * 30) {
+				*cause = xstrdup("\"ttl\" must be seconds from 1 to 2592000");
+				return -1;
+			}
+			s->ttl = (int)json_integer_value(ttl);
+			allowed++;
+		}
+		if ((to = json_object_get(obj, "timeout")) != NULL) {
+			if (!json_is_integer(to) || json_integer_value(to) < 1 ||
+			    json_integer_value(to) > 600) {
+				*cause = xstrdup("\"timeout\" must be seconds from 1 to 600");
+				return -1;
+			}
+			s->timeout = (int)json_integer_value(to);
+			allowed++;
+		}
+	} else {
+		if (!json_is_string(arg) || json_string_length(arg) == 0 ||
+		    json_string_length(arg) > 4096) {
+			xasprintf(cause, "source \"%s\" needs a \"%s\" string", type, argkey);
+			return -1;
+		}
+		s->arg = xstrdup(json_string_value(arg));
+		if (s->type == SECRET_FILE && s->arg[0] != '/') {
+			*cause = xstrdup("\"path\" must be absolute");
+			return -1;
+		}
+		if (s->type == SECRET_SYSTEMD && strchr(s->arg, '/') != NULL) {
+			*cause = xstrdup("\"credential\" is a credential name, not a path");
+			return -1;
+		}
+	}
+	if (json_object_size(obj) != allowed) {
+		json_t *v;
+
+		json_object_foreach(obj, key, v) {
+			if (strcmp(key, "source") != 0 && strcmp(key, argkey) != 0 &&
+			    strcmp(key, "ttl") != 0 && strcmp(key, "timeout") != 0)
+				break;
+		}
+		xasprintf(cause, "unknown key \"%s\" for source \"%s\"", key ? key : "?", type);
+		return -1;
+	}
+	return 0;
+}
+
+/* Keep a failure message for the secret (naming it, never holding its value). */
+static void __attribute__((format(printf, 2, 3)))
+secret_fail(struct secret_src *s, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	free(s->error);
+	xasprintf(&s->error, "secret %s (%s): %s", s->name, secret_type_name(s->type), msg);
+	free(msg);
+}
+
+/* Copy a value into guarded memory, dropping one trailing newline. */
+static int
+secret_set(struct secret_src *s, const unsigned char *v, size_t len)
+{
+	if (len > 0 && v[len - 1] == '\n')
+		len--;
+	if (len > 0 && v[len - 1] == '\r')
+		len--;
+	if (len == 0) {
+		secret_fail(s, "the value is empty");
+		return -1;
+	}
+	if ((s->value = sodium_malloc(len)) == NULL) {
+		secret_fail(s, "cannot allocate guarded memory");
+		return -1;
+	}
+	memcpy(s->value, v, len);
+	sodium_mprotect_readonly(s->value);
+	s->len = len;
+	s->loaded_at = time(NULL);
+	return 0;
+}
+
+/* Read a root-owned, owner-only file into guarded memory. */
+static int
+secret_read_file(struct secret_src *s, const char *path)
+{
+	unsigned char *buf = NULL;
+	struct stat st;
+	size_t off = 0;
+	ssize_t n;
+	int fd, rc = -1;
+
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) < 0) {
+		secret_fail(s, "cannot open %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		secret_fail(s, "%s is not a regular file", path);
+		goto out;
+	}
+	if (st.st_uid != 0 || (st.st_mode & 077) != 0) {
+		secret_fail(s, "%s must be owned by root with mode 0600 or stricter "
+		    "(owner uid %u, mode %04o)", path, (unsigned)st.st_uid,
+		    (unsigned)(st.st_mode & 07777));
+		goto out;
+	}
+	if (st.st_size > SECRET_MAX_BYTES) {
+		secret_fail(s, "%s is larger than %d bytes", path, SECRET_MAX_BYTES);
+		goto out;
+	}
+	if ((buf = sodium_malloc((size_t)st.st_size + 1)) == NULL) {
+		secret_fail(s, "cannot allocate guarded memory");
+		goto out;
+	}
+	while (off < (size_t)st.st_size) {
+		n = read(fd, buf + off, (size_t)st.st_size - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	rc = secret_set(s, buf, off);
+out:
+	if (buf != NULL)
+		sodium_free(buf);
+	close(fd);
+	return rc;
+}
+
+/* Load (or reload) a value. Store and command sources are handled by their modules. */
+void
+secret_load(struct secret_src *s, const struct config *c)
+{
+	const char *v, *dir;
+	char *path;
+
+	(void)c;
+	if (s->value != NULL) {
+		sodium_free(s->value);
+		s->value = NULL;
+		s->len = 0;
+	}
+	free(s->error);
+	s->error = NULL;
+	switch (s->type) {
+	case SECRET_FILE:
+		secret_read_file(s, s->arg);
+		break;
+	case SECRET_ENV:
+		if ((v = getenv(s->arg)) == NULL) {
+			secret_fail(s, "variable %s is not set in the daemon's environment", s->arg);
+			break;
+		}
+		if (strlen(v) > SECRET_MAX_BYTES) {
+			secret_fail(s, "variable %s is too long", s->arg);
+			break;
+		}
+		secret_set(s, (const unsigned char *)v, strlen(v));
+		break;
+	case SECRET_SYSTEMD:
+		if ((dir = getenv("CREDENTIALS_DIRECTORY")) == NULL || dir[0] != '/') {
+			secret_fail(s, "CREDENTIALS_DIRECTORY is not set: add LoadCredential=%s:... "
+			    "to the service", s->arg);
+			break;
+		}
+		xasprintf(&path, "%s/%s", dir, s->arg);
+		secret_read_file(s, path);
+		free(path);
+		break;
+	case SECRET_STORE:
+	case SECRET_COMMAND:
+		secret_fail(s, "source not supported by this build");
+		break;
+	}
+}
+
+/* Whether a command source's value has outlived its ttl. */
+int
+secret_stale(const struct secret_src *s)
+{
+	if (s->type != SECRET_COMMAND)
+		return 0;
+	return s->value == NULL || time(NULL) - s->loaded_at >= s->ttl;
+}
+
+/* Release everything, wiping the value. */
+void
+secret_clear(struct secret_src *s)
+{
+	size_t i;
+
+	if (s->value != NULL)
+		sodium_free(s->value);
+	for (i = 0; i < s->nargv; i++)
+		free(s->argv[i]);
+	free(s->argv);
+	free(s->name);
+	free(s->arg);
+	free(s->error);
+	memset(s, 0, sizeof *s);
+}
+
+/* The session's override of a secret, else the host's definition. */
+struct secret_src *
+secret_resolve(const struct config *c, const void *session, const char *name)
+{
+	const struct session *s = session;
+	size_t i;
+
+	if (s != NULL) {
+		for (i = 0; i < s->nsecrets; i++) {
+			if (strcmp(s->secrets[i].name, name) == 0)
+				return &s->secrets[i];
+		}
+	}
+	for (i = 0; i < c->nsecrets; i++) {
+		if (strcmp(c->secrets[i].name, name) == 0)
+			return &c->secrets[i];
+	}
+	return NULL;
+}

@@ -1,0 +1,433 @@
+/* Child processes: building their environment and running them as the runner. */
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "platform.h"
+#include "spawn.h"
+#include "util.h"
+
+#define ENV_MAX		256
+
+struct envbuild {
+	char	*vars[ENV_MAX + 1];	/* "NAME=value", NULL-terminated */
+	int	 secret[ENV_MAX];	/* vars[i] is in guarded memory */
+	size_t	 n;
+};
+
+/* An empty environment. */
+struct envbuild *
+envbuild_new(void)
+{
+	return xcalloc(1, sizeof(struct envbuild));
+}
+
+/* Release one entry, wiping it if it holds a secret. */
+static void
+envbuild_drop(struct envbuild *e, size_t i)
+{
+	if (e->secret[i])
+		sodium_free(e->vars[i]);
+	else
+		free(e->vars[i]);
+}
+
+/* Set NAME=value, replacing an earlier NAME. Values may not contain NUL. */
+int
+envbuild_set(struct envbuild *e, const char *name, const char *value, size_t vlen, int secret)
+{
+	size_t nlen = strlen(name), i;
+	char *s;
+
+	if (nlen == 0 || strchr(name, '=') != NULL || memchr(value, '\0', vlen) != NULL)
+		return -1;
+	if (secret) {
+		if ((s = sodium_malloc(nlen + vlen + 2)) == NULL)
+			return -1;
+	} else
+		s = xmalloc(nlen + vlen + 2);
+	memcpy(s, name, nlen);
+	s[nlen] = '=';
+	memcpy(s + nlen + 1, value, vlen);
+	s[nlen + 1 + vlen] = '\0';
+	for (i = 0; i < e->n; i++) {
+		if (strncmp(e->vars[i], name, nlen) == 0 && e->vars[i][nlen] == '=') {
+			envbuild_drop(e, i);
+			e->vars[i] = s;
+			e->secret[i] = secret;
+			return 0;
+		}
+	}
+	if (e->n == ENV_MAX) {
+		if (secret)
+			sodium_free(s);
+		else
+			free(s);
+		return -1;
+	}
+	e->vars[e->n] = s;
+	e->secret[e->n++] = secret;
+	e->vars[e->n] = NULL;
+	return 0;
+}
+
+/* The value of NAME, or NULL. */
+const char *
+envbuild_get(const struct envbuild *e, const char *name)
+{
+	size_t nlen = strlen(name), i;
+
+	for (i = 0; i < e->n; i++) {
+		if (strncmp(e->vars[i], name, nlen) == 0 && e->vars[i][nlen] == '=')
+			return e->vars[i] + nlen + 1;
+	}
+	return NULL;
+}
+
+/* The NULL-terminated array for execve. */
+char *const *
+envbuild_array(struct envbuild *e)
+{
+	e->vars[e->n] = NULL;
+	return e->vars;
+}
+
+/* Number of variables. */
+size_t
+envbuild_count(const struct envbuild *e)
+{
+	return e->n;
+}
+
+/* Free everything, wiping secrets. */
+void
+envbuild_free(struct envbuild *e)
+{
+	size_t i;
+
+	if (e == NULL)
+		return;
+	for (i = 0; i < e->n; i++)
+		envbuild_drop(e, i);
+	free(e);
+}
+
+/* Report a failure from the child to the parent through the status pipe, then exit. */
+static void __attribute__((noreturn))
+spawn_child_fail(int fd, const char *what)
+{
+	char msg[160];
+	int saved = errno;
+	size_t n;
+
+	snprintf(msg, sizeof msg, "%s: %s", what, strerror(saved));
+	n = strlen(msg);
+	(void)!write(fd, msg, n);
+	_exit(127);
+}
+
+/* Close every descriptor from lowfd up. */
+static void
+spawn_closefrom(int lowfd)
+{
+#if defined(__linux__) && defined(SYS_close_range)
+	if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
+		return;
+#endif
+	long max = sysconf(_SC_OPEN_MAX), fd;
+
+	if (max < 0 || max > 1048576)
+		max = 1048576;
+	for (fd = lowfd; fd < max; fd++)
+		(void)close((int)fd);
+}
+
+/* In the child: become the runner with nothing inherited, then exec. */
+static void __attribute__((noreturn))
+spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status)
+{
+	struct rlimit rl;
+	struct sigaction sa;
+	sigset_t set;
+	gid_t groups[1];
+	int sig;
+
+	/* Default dispositions: an ignored SIGPIPE would otherwise survive exec. */
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	for (sig = 1; sig < NSIG; sig++)
+		(void)sigaction(sig, &sa, NULL);
+	sigemptyset(&set);
+	sigprocmask(SIG_SETMASK, &set, NULL);
+
+	if (setsid() < 0)
+		spawn_child_fail(status, "setsid");
+	if (dup2(pin, 0) < 0 || dup2(pout, 1) < 0 || dup2(perr, 2) < 0)
+		spawn_child_fail(status, "dup2");
+	if (status < 3) {
+		/* Keep the status pipe above the stdio range. */
+		int fd = fcntl(status, F_DUPFD_CLOEXEC, 3);
+
+		if (fd < 0)
+			_exit(127);
+		status = fd;
+	}
+	if (status != 3) {
+		if (dup3(status, 3, O_CLOEXEC) < 0)
+			_exit(127);
+		status = 3;
+	}
+	spawn_closefrom(4);
+
+	rl.rlim_cur = rl.rlim_max = 0;
+	if (setrlimit(RLIMIT_CORE, &rl) != 0)
+		spawn_child_fail(status, "setrlimit core");
+	rl.rlim_cur = (rlim_t)r->cpu_seconds;
+	rl.rlim_max = (rlim_t)r->cpu_seconds + 5;
+	if (setrlimit(RLIMIT_CPU, &rl) != 0)
+		spawn_child_fail(status, "setrlimit cpu");
+	rl.rlim_cur = rl.rlim_max = (rlim_t)8 << 30;		/* address space: 8 GiB */
+	if (setrlimit(RLIMIT_AS, &rl) != 0)
+		spawn_child_fail(status, "setrlimit as");
+	rl.rlim_cur = rl.rlim_max = (rlim_t)4 << 30;		/* file size: 4 GiB */
+	if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+		spawn_child_fail(status, "setrlimit fsize");
+	rl.rlim_cur = rl.rlim_max = 1024;			/* open files */
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		spawn_child_fail(status, "setrlimit nofile");
+	rl.rlim_cur = rl.rlim_max = 8192;			/* processes of the runner uid */
+	if (setrlimit(RLIMIT_NPROC, &rl) != 0)
+		spawn_child_fail(status, "setrlimit nproc");
+
+	if (r->cwd_fd >= 0) {
+		if (fchdir(r->cwd_fd) != 0)
+			spawn_child_fail(status, "fchdir");
+	} else if (chdir(r->cwd != NULL ? r->cwd : "/") != 0)
+		spawn_child_fail(status, "chdir");
+
+	/* Drop privileges, groups first, and verify that they cannot come back. */
+	if (setgroups(0, NULL) != 0)
+		spawn_child_fail(status, "setgroups");
+	if (setresgid(r->gid, r->gid, r->gid) != 0)
+		spawn_child_fail(status, "setresgid");
+	if (setresuid(r->uid, r->uid, r->uid) != 0)
+		spawn_child_fail(status, "setresuid");
+	if (getuid() != r->uid || geteuid() != r->uid || getgid() != r->gid ||
+	    getegid() != r->gid || getgroups(1, groups) != 0) {
+		errno = EPERM;
+		spawn_child_fail(status, "privilege drop verification");
+	}
+	if (r->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
+		errno = EPERM;
+		spawn_child_fail(status, "privileges could be regained");
+	}
+	if (platform_no_new_privs() != 0)
+		spawn_child_fail(status, "no_new_privs");
+	umask(077);
+	execve(r->path, r->argv, r->envp);
+	spawn_child_fail(status, r->path);
+}
+
+/* Make an fd non-blocking and close-on-exec. */
+static int
+spawn_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -1;
+	return fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* Fork and exec; wait only for the exec to succeed or fail. */
+int
+spawn_child(const struct spawn_req *r, struct child *c, char **cause)
+{
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	int st[2] = { -1, -1 }, i;
+	char msg[160];
+	ssize_t n;
+	pid_t pid;
+
+	memset(c, 0, sizeof *c);
+	c->pid = -1;
+	c->in = c->out = c->err = -1;
+	if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 ||
+	    pipe2(perr, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
+		xasprintf(cause, "pipe: %s", strerror(errno));
+		goto fail;
+	}
+	if ((pid = fork()) < 0) {
+		xasprintf(cause, "fork: %s", strerror(errno));
+		goto fail;
+	}
+	if (pid == 0) {
+		close(st[0]);
+		spawn_exec(r, pin[0], pout[1], perr[1], st[1]);
+	}
+	close(st[1]);
+	st[1] = -1;
+	close(pin[0]);
+	close(pout[1]);
+	close(perr[1]);
+	pin[0] = pout[1] = perr[1] = -1;
+	/* The child calls setsid() before exec: once exec is reported, killpg works. */
+	do {
+		n = read(st[0], msg, sizeof msg - 1);
+	} while (n < 0 && errno == EINTR);
+	close(st[0]);
+	st[0] = -1;
+	if (n > 0) {
+		msg[n] = '\0';
+		xasprintf(cause, "cannot start the tool (%s)", msg);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		goto fail;
+	}
+	c->pid = pid;
+	c->in = pin[1];
+	c->out = pout[0];
+	c->err = perr[0];
+	if (spawn_nonblock(c->in) != 0 || spawn_nonblock(c->out) != 0 ||
+	    spawn_nonblock(c->err) != 0) {
+		/* Cannot happen on a valid fd; the caller still owns and kills the child. */
+		xasprintf(cause, "fcntl: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+fail:
+	for (i = 0; i < 2; i++) {
+		if (pin[i] >= 0)
+			close(pin[i]);
+		if (pout[i] >= 0)
+			close(pout[i]);
+		if (perr[i] >= 0)
+			close(perr[i]);
+		if (st[i] >= 0)
+			close(st[i]);
+	}
+	return -1;
+}
+
+/* Create a private scratch directory with an unguessable name. */
+char *
+spawn_scratch_create(const char *parent, uid_t uid, gid_t gid, char **cause)
+{
+	unsigned char rnd[12];
+	char *path;
+	size_t i;
+
+	randombytes_buf(rnd, sizeof rnd);
+	xasprintf(&path, "%s/XXXXXXXXXXXXXXXXXXXXXXXX", parent);
+	for (i = 0; i < sizeof rnd; i++)
+		snprintf(path + strlen(parent) + 1 + 2 * i, 3, "%02x", rnd[i]);
+	if (mkdir(path, 0700) != 0) {
+		xasprintf(cause, "cannot create scratch directory in %s: %s", parent,
+		    strerror(errno));
+		free(path);
+		return NULL;
+	}
+	if (chown(path, uid, gid) != 0) {
+		xasprintf(cause, "chown %s: %s", path, strerror(errno));
+		rmdir(path);
+		free(path);
+		return NULL;
+	}
+	return path;
+}
+
+/* Remove everything below dirfd (which is consumed), never following symlinks. */
+static int
+spawn_rmtree_fd(int dirfd, int depth)
+{
+	struct dirent *de;
+	int rc = 0;
+	DIR *d;
+
+	if (depth > 256 || (d = fdopendir(dirfd)) == NULL) {
+		close(dirfd);
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL) {
+		int fd;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (unlinkat(dirfd, de->d_name, 0) == 0)
+			continue;
+		if (errno != EISDIR && errno != EPERM) {
+			rc = -1;
+			continue;
+		}
+		fd = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || spawn_rmtree_fd(fd, depth + 1) != 0 ||
+		    unlinkat(dirfd, de->d_name, AT_REMOVEDIR) != 0)
+			rc = -1;
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Remove a scratch tree the runner may have filled with anything. */
+int
+spawn_rmtree(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (spawn_rmtree_fd(fd, 0) != 0)
+		return -1;
+	return rmdir(path);
+}
+
+/* Walk dir's components below root with O_NOFOLLOW, so no symlink can lead outside. */
+int
+spawn_open_beneath(const char *root, const char *dir)
+{
+	size_t rlen = strlen(root);
+	char *copy, *p, *comp;
+	int fd, next;
+
+	if (strncmp(dir, root, rlen) != 0 || (dir[rlen] != '\0' && dir[rlen] != '/' &&
+	    strcmp(root, "/") != 0)) {
+		errno = EXDEV;
+		return -1;
+	}
+	if ((fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -1;
+	copy = xstrdup(dir + rlen);
+	for (p = copy; (comp = strsep(&p, "/")) != NULL;) {
+		if (*comp == '\0' || strcmp(comp, ".") == 0)
+			continue;
+		if (strcmp(comp, "..") == 0) {
+			close(fd);
+			free(copy);
+			errno = EXDEV;
+			return -1;
+		}
+		next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		if (next < 0) {
+			free(copy);
+			return -1;
+		}
+		fd = next;
+	}
+	free(copy);
+	return fd;
+}

@@ -1,0 +1,58 @@
+/*
+ * Children are built from nothing: environment from scratch, absolute path,
+ * fds 0-2 only (pipes back to the daemon), runner uid/gid with supplementary
+ * groups cleared and verified, no-new-privs, new session, rlimits, core = 0.
+ */
+#ifndef SHIMBRIDGE_SPAWN_H
+#define SHIMBRIDGE_SPAWN_H
+
+#include <sys/types.h>
+#include <stddef.h>
+
+struct envbuild;
+
+struct spawn_req {
+	const char	 *path;		/* absolute program path */
+	char *const	 *argv;		/* argv[0] is the tool name */
+	char *const	 *envp;
+	uid_t		  uid;
+	gid_t		  gid;
+	int		  cwd_fd;	/* directory to fchdir into, or -1 */
+	const char	 *cwd;		/* else a path to chdir into */
+	int		  cpu_seconds;	/* RLIMIT_CPU */
+};
+
+struct child {
+	pid_t		pid;		/* also the process group and session id */
+	int		in;		/* write end of the child's stdin */
+	int		out;		/* read end of its stdout */
+	int		err;		/* read end of its stderr */
+};
+
+/*
+ * Fork and exec. Returns 0 once the child has exec'd (the parent ends are
+ * non-blocking and close-on-exec), or -1 with *cause if anything before or at
+ * exec failed (the child is reaped in that case).
+ */
+int	spawn_child(const struct spawn_req *, struct child *, char **cause);
+
+/*
+ * Environment building. Values that are secrets are kept in guarded memory and
+ * wiped by envbuild_free; set replaces an earlier value of the same name.
+ */
+struct envbuild	*envbuild_new(void);
+int		 envbuild_set(struct envbuild *, const char *name, const char *value,
+		    size_t vlen, int secret);
+const char	*envbuild_get(const struct envbuild *, const char *name);
+char *const	*envbuild_array(struct envbuild *);	/* NULL-terminated, owned */
+size_t		 envbuild_count(const struct envbuild *);
+void		 envbuild_free(struct envbuild *);
+
+/* A fresh private directory under parent, owned by uid:gid, mode 0700. */
+char	*spawn_scratch_create(const char *parent, uid_t, gid_t, char **cause);
+/* Remove a tree without following symlinks. */
+int	 spawn_rmtree(const char *path);
+/* Open dir (absolute) beneath root without following any symlink; -1 and errno. */
+int	 spawn_open_beneath(const char *root, const char *dir);
+
+#endif

@@ -1,0 +1,593 @@
+/*
+ * shim: the sandbox-side client. Installed under tool names (gh, ...) and as the
+ * git remote helper git-remote-shimbridge; forwards argv, cwd, a small env
+ * allowlist and stdio to the bridge and exits as the remote child did.
+ * Static (musl), no third-party libraries, no fds passed.
+ */
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include "jsonw.h"
+#include "proto.h"
+#include "util.h"
+
+#ifndef SHIMBRIDGE_VERSION
+#define SHIMBRIDGE_VERSION "dev"
+#endif
+
+#define SHIM_DEFAULT_SOCKET	"/run/shimbridge/bridge.sock"
+#define SHIM_HELPER_NAME	"git-remote-shimbridge"
+#define SHIM_OUT_HIGH		(256 * 1024)	/* stop reading stdin above this */
+#define SHIM_CONTEXT_MAX	4096
+
+extern char **environ;
+
+/* Everything the relay loop needs. */
+struct shim {
+	const char	*tool;		/* name shown in messages */
+	int		 sock;
+	unsigned char	*out;		/* bytes queued for the bridge */
+	size_t		 outlen, outcap;
+	unsigned char	*in;		/* bytes read from the bridge */
+	size_t		 inlen, incap;
+	int		 stdin_open;	/* still forwarding stdin */
+	int		 stdout_broken;	/* EPIPE seen on stdout */
+	int		 sigpipe[2];	/* self-pipe for forwarded signals */
+	int		 helper_ready;	/* helper mode: "\n" sent to git */
+	int		 helper;	/* running as the git remote helper */
+};
+
+static int shim_sigfd = -1;
+
+/* Print "tool: message" and exit with code. */
+static void __attribute__((noreturn, format(printf, 3, 4)))
+shim_fail(struct shim *s, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", s->tool);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(code);
+}
+
+/* Queue a frame for the bridge. */
+static void
+shim_queue(struct shim *s, uint8_t type, const void *buf, size_t len)
+{
+	unsigned char hdr[FRAME_HDR];
+
+	if (s->outlen + FRAME_HDR + len > s->outcap) {
+		size_t cap = s->outcap ? s->outcap : 4096;
+
+		while (cap < s->outlen + FRAME_HDR + len)
+			cap *= 2;
+		s->out = xreallocarray(s->out, cap, 1);
+		s->outcap = cap;
+	}
+	frame_put_header(hdr, type, (uint32_t)len);
+	memcpy(s->out + s->outlen, hdr, FRAME_HDR);
+	if (len > 0)
+		memcpy(s->out + s->outlen + FRAME_HDR, buf, len);
+	s->outlen += FRAME_HDR + len;
+}
+
+/* Write as much of the queue to the socket as it takes without blocking. */
+static void
+shim_flush(struct shim *s)
+{
+	ssize_t n;
+
+	while (s->outlen > 0) {
+		n = send(s->sock, s->out, s->outlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			shim_fail(s, EXIT_CONN_LOST, "lost the connection to the shimbridge "
+			    "bridge (%s); the command may or may not have run", strerror(errno));
+		}
+		memmove(s->out, s->out + n, s->outlen - (size_t)n);
+		s->outlen -= (size_t)n;
+	}
+}
+
+/* Connect to the bridge socket. */
+static void
+shim_connect(struct shim *s)
+{
+	struct sockaddr_un sun;
+	const char *path = getenv("SHIMBRIDGE_SOCKET");
+
+	if (path == NULL || *path == '\0')
+		path = SHIM_DEFAULT_SOCKET;
+	memset(&sun, 0, sizeof sun);
+	sun.sun_family = AF_UNIX;
+	if (strcpy_checked(sun.sun_path, sizeof sun.sun_path, path) != 0)
+		shim_fail(s, EXIT_UNREACHABLE, "bridge socket path too long: %s", path);
+	s->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s->sock < 0)
+		shim_fail(s, EXIT_UNREACHABLE, "socket: %s", strerror(errno));
+	if (connect(s->sock, (struct sockaddr *)&sun, sizeof sun) != 0) {
+		shim_fail(s, EXIT_UNREACHABLE, "cannot reach the shimbridge bridge at %s "
+		    "(%s). %s runs on the host through that bridge; it is not running or "
+		    "this account may not use it. Ask the operator to check shimbridged.",
+		    path, strerror(errno), s->tool);
+	}
+}
+
+/* Append the forwarded environment variables to a request. */
+static void
+shim_env(struct jbuf *jb, int helper)
+{
+	char **e;
+	int n = 0;
+
+	jw_key(jb, "env");
+	jw_obj_open(jb);
+	for (e = environ; *e != NULL && n < REQ_MAX_ENV; e++) {
+		const char *eq = strchr(*e, '=');
+		size_t nl;
+
+		if (eq == NULL)
+			continue;
+		nl = (size_t)(eq - *e);
+		if (!proto_env_allowed(*e, nl) &&
+		    !(helper && nl == 12 && memcmp(*e, "GIT_PROTOCOL", 12) == 0))
+			continue;
+		if (strlen(eq + 1) > 1024)
+			continue;
+		{
+			char *name = xstrndup(*e, nl);
+
+			jw_key(jb, name);
+			free(name);
+		}
+		jw_cstr(jb, eq + 1);
+		n++;
+	}
+	jw_obj_close(jb);
+}
+
+/* Send the hello and the request; the bridge checks the version before anything else. */
+static void
+shim_send_request(struct shim *s, struct jbuf *req)
+{
+	struct jbuf hello;
+
+	jw_init(&hello);
+	jw_obj_open(&hello);
+	jw_key(&hello, "proto");
+	jw_int(&hello, PROTO_VERSION);
+	jw_key(&hello, "client");
+	jw_cstr(&hello, "shim " SHIMBRIDGE_VERSION);
+	jw_obj_close(&hello);
+	shim_queue(s, FRAME_HELLO, hello.buf, hello.len);
+	jw_free(&hello);
+	if (req->len > FRAME_CTRL_MAX) {
+		shim_fail(s, EXIT_PROTOCOL, "request too large (%zu bytes; the bridge "
+		    "accepts at most %d): pass long text through a file or stdin instead",
+		    req->len, FRAME_CTRL_MAX);
+	}
+	shim_queue(s, FRAME_REQUEST, req->buf, req->len);
+}
+
+/* Signal handler: hand the number to the loop through the self-pipe. */
+static void
+shim_onsignal(int sig)
+{
+	unsigned char c = (unsigned char)sig;
+	int saved = errno;
+
+	(void)!write(shim_sigfd, &c, 1);
+	errno = saved;
+}
+
+/* Install forwarding handlers for the signals the child should see. */
+static void
+shim_signals(struct shim *s)
+{
+	struct sigaction sa;
+
+	if (pipe2(s->sigpipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		shim_fail(s, EXIT_PROTOCOL, "pipe: %s", strerror(errno));
+	shim_sigfd = s->sigpipe[1];
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = shim_onsignal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+}
+
+/* Die the way the remote child died, so callers see the same status. */
+static void __attribute__((noreturn))
+shim_die_by(struct shim *s, const char *name)
+{
+	struct rlimit rl = { 0, 0 };
+	struct sigaction sa;
+	sigset_t set;
+	int sig = proto_signum(name);
+
+	if (sig < 0)
+		shim_fail(s, EXIT_PROTOCOL, "child killed by unknown signal %s", name);
+	fflush(stdout);
+	/* Re-raising SIGSEGV or SIGQUIT must not leave a core of the shim. */
+	setrlimit(RLIMIT_CORE, &rl);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	sigaction(sig, &sa, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	exit(128 + sig);
+}
+
+/* Write all of buf to fd (stdout/stderr are left blocking: they are not ours). */
+static int
+shim_write_all(int fd, const unsigned char *buf, size_t len)
+{
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(fd, buf, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Handle the bridge's final ERROR frame. */
+static void __attribute__((noreturn))
+shim_on_error(struct shim *s, const char *json, size_t len)
+{
+	char *code = NULL, *msg = NULL;
+
+	if (jr_get_str(json, len, "code", &code) != 1)
+		shim_fail(s, EXIT_PROTOCOL, "malformed error message from the bridge");
+	if (jr_get_str(json, len, "message", &msg) != 1)
+		msg = xstrdup("(no message)");
+	fprintf(stderr, "%s: %s\n", s->tool, msg);
+	exit(proto_error_exit(code));
+}
+
+/* Handle the bridge's final EXIT frame. */
+static void __attribute__((noreturn))
+shim_on_exit(struct shim *s, const char *json, size_t len)
+{
+	long long code;
+	char *sig = NULL;
+
+	if (jr_get_str(json, len, "signal", &sig) == 1)
+		shim_die_by(s, sig);
+	if (jr_get_int(json, len, "code", &code) == 1 && code >= 0 && code <= 255)
+		exit((int)code);
+	shim_fail(s, EXIT_PROTOCOL, "malformed exit message from the bridge");
+}
+
+/* Process every complete frame in the input buffer. */
+static void
+shim_frames(struct shim *s)
+{
+	size_t off = 0;
+
+	while (s->inlen - off >= FRAME_HDR) {
+		const char *cause;
+		uint8_t type;
+		uint32_t len;
+		unsigned char *p;
+
+		if (frame_parse_header(s->in + off, &type, &len, &cause) != 0)
+			shim_fail(s, EXIT_PROTOCOL, "protocol error from the bridge: %s", cause);
+		if (s->inlen - off - FRAME_HDR < len)
+			break;
+		p = s->in + off + FRAME_HDR;
+		off += FRAME_HDR + len;
+		switch (type) {
+		case FRAME_HELLO: {
+			long long v;
+
+			if (jr_get_int((char *)p, len, "proto", &v) != 1 || v != PROTO_VERSION)
+				shim_fail(s, EXIT_PROTOCOL, "bridge speaks another protocol "
+				    "version; reinstall the shim to match the bridge");
+			break;
+		}
+		case FRAME_STDOUT:
+			if (s->helper && !s->helper_ready) {
+				/* The connection is up: tell git to start talking. */
+				if (shim_write_all(STDOUT_FILENO, (const unsigned char *)"\n", 1) != 0)
+					exit(EXIT_CONN_LOST);
+				s->helper_ready = 1;
+			}
+			if (len == 0 || s->stdout_broken)
+				break;
+			if (shim_write_all(STDOUT_FILENO, p, len) != 0) {
+				if (errno != EPIPE)
+					exit(EXIT_CONN_LOST);
+				/* Like a local program: the child gets SIGPIPE. */
+				s->stdout_broken = 1;
+				shim_queue(s, FRAME_SIGNAL, "{\"signal\":\"PIPE\"}", 17);
+			}
+			break;
+		case FRAME_STDERR:
+			if (len > 0)
+				(void)shim_write_all(STDERR_FILENO, p, len);
+			break;
+		case FRAME_ERROR:
+			shim_on_error(s, (char *)p, len);
+		case FRAME_EXIT:
+			shim_on_exit(s, (char *)p, len);
+		default:
+			shim_fail(s, EXIT_PROTOCOL, "unexpected frame 0x%02x from the bridge", type);
+		}
+	}
+	memmove(s->in, s->in + off, s->inlen - off);
+	s->inlen -= off;
+}
+
+/* Relay stdio and signals until the bridge sends EXIT or ERROR. */
+static void __attribute__((noreturn))
+shim_relay(struct shim *s)
+{
+	unsigned char buf[FRAME_DATA_MAX];
+	struct pollfd pfd[3];
+	ssize_t n;
+
+	s->incap = FRAME_HDR + FRAME_CTRL_MAX;
+	s->in = xmalloc(s->incap);
+	for (;;) {
+		int nfd = 0, si = -1, ii = -1, gi;
+
+		shim_flush(s);
+		pfd[nfd].fd = s->sock;
+		pfd[nfd].events = POLLIN | (s->outlen > 0 ? POLLOUT : 0);
+		nfd++;
+		gi = nfd;
+		pfd[nfd].fd = s->sigpipe[0];
+		pfd[nfd].events = POLLIN;
+		nfd++;
+		if (s->stdin_open && s->outlen < SHIM_OUT_HIGH) {
+			ii = nfd;
+			pfd[nfd].fd = STDIN_FILENO;
+			pfd[nfd].events = POLLIN;
+			nfd++;
+		}
+		si = 0;
+		if (poll(pfd, (nfds_t)nfd, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			shim_fail(s, EXIT_PROTOCOL, "poll: %s", strerror(errno));
+		}
+		if (pfd[gi].revents & POLLIN) {
+			unsigned char sig;
+
+			while (read(s->sigpipe[0], &sig, 1) == 1) {
+				const char *name = proto_signame(sig);
+				char msg[64];
+				int len;
+
+				if (name == NULL)
+					continue;
+				len = snprintf(msg, sizeof msg, "{\"signal\":\"%s\"}", name);
+				shim_queue(s, FRAME_SIGNAL, msg, (size_t)len);
+			}
+		}
+		if (ii >= 0 && (pfd[ii].revents & (POLLIN | POLLHUP | POLLERR))) {
+			n = read(STDIN_FILENO, buf, sizeof buf);
+			if (n < 0 && errno != EINTR && errno != EAGAIN)
+				n = 0;	/* treat a broken stdin as its end */
+			if (n == 0) {
+				s->stdin_open = 0;
+				shim_queue(s, FRAME_STDIN, NULL, 0);
+			} else if (n > 0)
+				shim_queue(s, FRAME_STDIN, buf, (size_t)n);
+		}
+		if (pfd[si].revents & (POLLIN | POLLHUP | POLLERR)) {
+			n = recv(s->sock, s->in + s->inlen, s->incap - s->inlen, MSG_DONTWAIT);
+			if (n < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (n <= 0) {
+				shim_fail(s, EXIT_CONN_LOST, "lost the connection to the shimbridge "
+				    "bridge before %s finished; the command may or may not have "
+				    "completed", s->tool);
+			}
+			s->inlen += (size_t)n;
+			shim_frames(s);
+		}
+	}
+}
+
+/* Start the request header shared by both modes. */
+static void
+shim_request_start(struct jbuf *jb, const char *op)
+{
+	jw_init(jb);
+	jw_obj_open(jb);
+	jw_key(jb, "op");
+	jw_cstr(jb, op);
+}
+
+/* Read one line (byte by byte: the pack stream follows on the same fd). */
+static int
+shim_readline(char *buf, size_t size)
+{
+	size_t len = 0;
+	ssize_t n;
+	char c;
+
+	for (;;) {
+		n = read(STDIN_FILENO, &c, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return len == 0 ? -1 : 0;
+		if (c == '\n')
+			break;
+		if (len + 1 >= size || c == '\0')
+			return -1;
+		buf[len++] = c;
+	}
+	buf[len] = '\0';
+	return 0;
+}
+
+/* git remote helper mode: speak "connect", then relay the pack stream. */
+static void __attribute__((noreturn))
+shim_helper(struct shim *s, int argc, char **argv)
+{
+	char line[256];
+	struct jbuf req;
+	const char *url;
+
+	s->helper = 1;
+	if (argc < 3)
+		shim_fail(s, EXIT_PROTOCOL, "usage: %s REMOTE URL (run by git, not by hand)", argv[0]);
+	url = argv[2];
+	if (strncmp(url, "shimbridge://", 13) == 0)
+		url += 13;
+	for (;;) {
+		if (shim_readline(line, sizeof line) != 0)
+			exit(0);
+		if (strcmp(line, "capabilities") == 0) {
+			if (shim_write_all(STDOUT_FILENO, (const unsigned char *)"connect\n\n", 9) != 0)
+				exit(EXIT_CONN_LOST);
+			continue;
+		}
+		if (line[0] == '\0')
+			exit(0);
+		if (strcmp(line, "connect git-upload-pack") == 0 ||
+		    strcmp(line, "connect git-receive-pack") == 0 ||
+		    strcmp(line, "connect git-upload-archive") == 0)
+			break;
+		shim_fail(s, EXIT_PROTOCOL, "unsupported remote helper command: %.64s", line);
+	}
+	shim_request_start(&req, "git");
+	jw_key(&req, "service");
+	jw_cstr(&req, line + 8);
+	jw_key(&req, "url");
+	jw_cstr(&req, url);
+	shim_env(&req, 1);
+	jw_obj_close(&req);
+	shim_connect(s);
+	shim_send_request(s, &req);
+	jw_free(&req);
+	s->stdin_open = 1;
+	shim_relay(s);
+}
+
+/* Tool mode: forward argv, cwd and the env allowlist. */
+static void __attribute__((noreturn))
+shim_tool(struct shim *s, int argc, char **argv)
+{
+	char cwd[PATH_MAX];
+	struct jbuf req;
+	int i;
+
+	if (argc - 1 > REQ_MAX_ARGS)
+		shim_fail(s, EXIT_PROTOCOL, "too many arguments (%d; at most %d)", argc - 1, REQ_MAX_ARGS);
+	shim_request_start(&req, "run");
+	jw_key(&req, "tool");
+	jw_cstr(&req, s->tool);
+	jw_key(&req, "argv");
+	jw_arr_open(&req);
+	for (i = 1; i < argc; i++)
+		jw_cstr(&req, argv[i]);
+	jw_arr_close(&req);
+	if (getcwd(cwd, sizeof cwd) != NULL) {
+		jw_key(&req, "cwd");
+		jw_cstr(&req, cwd);
+	}
+	shim_env(&req, 0);
+	jw_obj_close(&req);
+	shim_connect(s);
+	shim_send_request(s, &req);
+	jw_free(&req);
+	s->stdin_open = 1;
+	shim_relay(s);
+}
+
+/* Help for the shim binary itself. */
+static void
+shim_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: shimbridge-shim TOOL [ARG...]\n"
+	    "       shimbridge-shim --help | --version\n"
+	    "\n"
+	    "Installed in a sandbox's PATH as links named after tools (gh, ...) and as\n"
+	    "the git remote helper git-remote-shimbridge. Each invocation forwards its\n"
+	    "arguments, working directory, a few environment variables (TERM, LANG,\n"
+	    "LC_*, NO_COLOR, COLUMNS, ...) and stdio to the shimbridge bridge, which runs\n"
+	    "the real tool on the host, and exits with the tool's status.\n"
+	    "\n"
+	    "Environment: SHIMBRIDGE_SOCKET  bridge socket (default " SHIM_DEFAULT_SOCKET ")\n"
+	    "\n"
+	    "Exit codes: the tool's own status; if the tool died of a signal, the shim\n"
+	    "dies of the same signal. The shim's own failures:\n"
+	    "  118 output limit exceeded     119 tool or secret unavailable\n"
+	    "  120 this account has no session 121 bridge busy, try again later\n"
+	    "  122 bridge unreachable         123 connection to the bridge lost\n"
+	    "  124 timed out                  125 protocol or internal error\n"
+	    "  126 denied by policy           127 unknown tool\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	struct shim s;
+	const char *name;
+
+	memset(&s, 0, sizeof s);
+	s.sock = -1;
+	name = strrchr(argv[0], '/');
+	name = name != NULL ? name + 1 : argv[0];
+	if (*name == '\0')
+		name = "shim";
+	util_progname = name;
+	s.tool = name;
+	shim_signals(&s);
+
+	if (strcmp(name, SHIM_HELPER_NAME) == 0)
+		shim_helper(&s, argc, argv);
+	if (strcmp(name, "shim") == 0 || strcmp(name, "shimbridge-shim") == 0) {
+		if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+			shim_usage(argc < 2 ? stderr : stdout);
+			exit(argc < 2 ? 64 : 0);
+		}
+		if (strcmp(argv[1], "--version") == 0) {
+			printf("shimbridge-shim %s (protocol %d)\n", SHIMBRIDGE_VERSION, PROTO_VERSION);
+			exit(0);
+		}
+		if (argv[1][0] == '-' || strlen(argv[1]) > REQ_MAX_NAME)
+			die(64, "unknown option %s (see --help)", argv[1]);
+		s.tool = argv[1];
+		util_progname = argv[1];
+		shim_tool(&s, argc - 1, argv + 1);
+	}
+	shim_tool(&s, argc, argv);
+}
