@@ -100,6 +100,16 @@ shim_flush(struct shim *s)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return;
+			if (errno == EPIPE || errno == ECONNRESET) {
+				/*
+				 * The bridge closed its end, usually right after a final
+				 * ERROR frame (refusals close at once): stop sending and
+				 * let the loop read that frame; EOF there is a lost link.
+				 */
+				s->outlen = 0;
+				s->stdin_open = 0;
+				return;
+			}
 			shim_fail(s, EXIT_CONN_LOST, "lost the connection to the shimbridge "
 			    "bridge (%s); the command may or may not have run", strerror(errno));
 		}
