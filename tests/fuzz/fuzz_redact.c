@@ -1,0 +1,439 @@
+/*
+ * Fuzz target for the streaming redactor: checks redact_feed()/redact_flush() against
+ * a naive reference that encodes the secrets with its own simple encoders, marks
+ * covered bytes by brute-force search, and knows what may be held back after every
+ * chunk.
+ *
+ * Input: byte 0 picks the number of secrets (1-4) and options; then each secret as a
+ * length byte (0-32, so short and empty secrets occur) and its bytes; then a byte
+ * choosing how the data is cut into feed() calls; the rest is a small program that
+ * builds the data: 0xFE t u inserts encoding t of a secret (whole, or a prefix or
+ * suffix, per u), 0xFE 0xFE is a literal 0xFE, any other byte is itself.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redact.h"
+
+#define DATA_MAX	4096
+#define NSEC_MAX	4
+#define SEC_MAX		32
+#define NENC		16
+#define PAT_MAX		(SEC_MAX * 6)	/* longest encoding: JSON \u00XX */
+#define MASKLEN		(sizeof REDACT_MASK - 1)
+
+int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+struct pat {
+	unsigned char	 b[PAT_MAX];
+	size_t		 len;
+};
+
+struct out {
+	unsigned char	*p;
+	size_t		 len;
+	size_t		 cap;
+	long		 calls;
+	long		 fail_at;	/* fail on this call (-1: never) */
+};
+
+/* Abort with a message: the fuzzer records the input. */
+static void
+fail(const char *what)
+{
+	fprintf(stderr, "fuzz_redact: %s\n", what);
+	abort();
+}
+
+/* Append to a growing buffer, aborting on exhaustion. */
+static void
+out_append(struct out *o, const void *buf, size_t len)
+{
+	if (o->len + len > o->cap) {
+		size_t cap = o->cap ? o->cap : 256;
+
+		while (cap < o->len + len)
+			cap *= 2;
+		if ((o->p = realloc(o->p, cap)) == NULL)
+			fail("out of memory");
+		o->cap = cap;
+	}
+	memcpy(o->p + o->len, buf, len);
+	o->len += len;
+}
+
+/* The sink under test: collects output, checks pieces are non-empty, may fail. */
+static int
+out_sink(void *arg, const void *buf, size_t len)
+{
+	struct out *o = arg;
+
+	if (len == 0)
+		fail("sink called with zero length");
+	if (o->fail_at >= 0 && o->calls++ == o->fail_at)
+		return -1;
+	out_append(o, buf, len);
+	return 0;
+}
+
+/* Reference base64: classic groups of three over k zero bytes + s, then the stable middle. */
+static size_t
+ref_b64(const unsigned char *s, size_t n, int k, int url, unsigned char *out)
+{
+	const char *abc = url ?
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" :
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	unsigned char in[SEC_MAX + 4], enc[(SEC_MAX + 4) / 3 * 4 + 8];
+	size_t m = (size_t)k + n, i, e = 0, lo, hi;
+
+	memset(in, 0, sizeof in);
+	memcpy(in + k, s, n);
+	for (i = 0; i < m; i += 3) {
+		unsigned int v = (unsigned int)in[i] << 16 | (unsigned int)in[i + 1] << 8 | in[i + 2];
+
+		enc[e++] = (unsigned char)abc[v >> 18 & 63];
+		enc[e++] = (unsigned char)abc[v >> 12 & 63];
+		enc[e++] = (unsigned char)abc[v >> 6 & 63];
+		enc[e++] = (unsigned char)abc[v & 63];
+	}
+	/* Character j is bits 6j..6j+5: keep those inside the secret's bits. */
+	lo = (8 * (size_t)k + 5) / 6;
+	hi = 8 * m / 6;
+	if (hi <= lo)
+		return 0;
+	memcpy(out, enc + lo, hi - lo);
+	return hi - lo;
+}
+
+/* Reference encoder number enc (same numbering idea as the header's list). */
+static size_t
+ref_encode(int enc, const unsigned char *s, size_t n, unsigned char *out)
+{
+	size_t i, o = 0;
+	char tmp[8];
+
+	switch (enc) {
+	case 0:
+		memcpy(out, s, n);
+		return n;
+	case 1: case 2: case 3:
+		return ref_b64(s, n, enc - 1, 0, out);
+	case 4: case 5: case 6:
+		return ref_b64(s, n, enc - 4, 1, out);
+	case 7: case 8:
+		for (i = 0; i < n; i++) {
+			if (s[i] != 0 && strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			    "0123456789-._~", s[i]) != NULL)
+				out[o++] = s[i];
+			else {
+				snprintf(tmp, sizeof tmp, enc == 7 ? "%%%02X" : "%%%02x", s[i]);
+				memcpy(out + o, tmp, 3);
+				o += 3;
+			}
+		}
+		return o;
+	case 9: case 10: case 11: case 12: case 13: {
+		int slash = enc == 10 || enc == 12, upper = enc == 11 || enc == 12;
+		int html = enc == 13;
+
+		for (i = 0; i < n; i++) {
+			unsigned char c = s[i];
+
+			if (c == '"' || c == '\\' || (c == '/' && slash)) {
+				out[o++] = '\\';
+				out[o++] = c;
+			} else if (c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f') {
+				out[o++] = '\\';
+				out[o++] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' :
+				    c == '\b' ? 'b' : 'f';
+			} else if (c < 0x20 || (html && (c == '<' || c == '>' || c == '&'))) {
+				snprintf(tmp, sizeof tmp, upper ? "\\u%04X" : "\\u%04x", c);
+				memcpy(out + o, tmp, 6);
+				o += 6;
+			} else
+				out[o++] = c;
+		}
+		return o;
+	}
+	case 14: case 15:
+		for (i = 0; i < n; i++) {
+			snprintf(tmp, sizeof tmp, enc == 14 ? "%02x" : "%02X", s[i]);
+			memcpy(out + o, tmp, 2);
+			o += 2;
+		}
+		return o;
+	}
+	return 0;
+}
+
+/* Whether two collected outputs are the same bytes. */
+static int
+out_equal(const struct out *a, const struct out *b)
+{
+	return a->len == b->len && (a->len == 0 || memcmp(a->p, b->p, a->len) == 0);
+}
+
+/* Render data[a..b) under coverage cov: one mask per run, starting a run at a if cov[a]. */
+static void
+render(const unsigned char *data, const unsigned char *cov, size_t a, size_t b, struct out *o)
+{
+	size_t i;
+
+	for (i = a; i < b; i++) {
+		if (!cov[i])
+			out_append(o, &data[i], 1);
+		else if (i == 0 || !cov[i - 1])
+			out_append(o, REDACT_MASK, MASKLEN);
+	}
+}
+
+/* Fuzz entry point. */
+int
+LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
+{
+	static struct pat pats[NSEC_MAX * NENC];
+	static unsigned char data[DATA_MAX], cov[DATA_MAX + 1], fcov[DATA_MAX + 1];
+	static size_t reach[DATA_MAX + 1], endlen[DATA_MAX + 1];
+	struct redact_secret secs[NSEC_MAX];
+	unsigned char secbuf[NSEC_MAX][SEC_MAX];
+	struct redact *r = NULL, *r2 = NULL, *use;
+	struct out got = { 0 }, exp = { 0 }, full = { 0 };
+	size_t pos = 0, nsec, i, j, n = 0, npat = 0, maxlen = 0, m, e, done, h;
+	unsigned int opts, mode;
+	uint32_t rng;
+	int rc, failed = 0;
+
+	if (size < 2)
+		return 0;
+	opts = buf[pos++];
+	nsec = 1 + (opts & 3);
+	for (i = 0; i < nsec; i++) {
+		size_t l = pos < size ? buf[pos++] % (SEC_MAX + 1) : 0;
+
+		if (l > size - pos)
+			l = size - pos;
+		memcpy(secbuf[i], buf + pos, l);
+		pos += l;
+		secs[i].value = secbuf[i];
+		secs[i].len = l;
+	}
+	mode = pos < size ? buf[pos++] : 0;
+
+	/* Every pattern of every secret, by the reference encoders. */
+	for (i = 0; i < nsec; i++) {
+		if (secs[i].len < REDACT_MIN_LEN)
+			continue;
+		for (j = 0; j < NENC; j++) {
+			size_t l = ref_encode((int)j, secs[i].value, secs[i].len, pats[npat].b);
+
+			if (l < REDACT_MIN_LEN)
+				continue;
+			pats[npat++].len = l;
+			if (l > maxlen)
+				maxlen = l;
+		}
+	}
+
+	/* Build the data. */
+	while (pos < size && n < DATA_MAX) {
+		unsigned char c = buf[pos++], t, u;
+		unsigned char enc[PAT_MAX];
+		size_t l, from, cnt;
+
+		if (c != 0xFE || pos >= size) {
+			data[n++] = c;
+			continue;
+		}
+		if ((t = buf[pos++]) == 0xFE) {
+			data[n++] = t;
+			continue;
+		}
+		u = pos < size ? buf[pos++] : 0;
+		i = (t & 3) % nsec;
+		l = ref_encode((t >> 2) % NENC, secs[i].value, secs[i].len, enc);
+		from = 0;
+		cnt = l;
+		if (l != 0 && (u & 0xC0) == 0x80)
+			cnt = (u & 0x3f) % l;
+		else if (l != 0 && (u & 0xC0) == 0xC0) {
+			cnt = (u & 0x3f) % l;
+			from = l - cnt;
+		}
+		if (cnt > DATA_MAX - n)
+			cnt = DATA_MAX - n;
+		memcpy(data + n, enc + from, cnt);
+		n += cnt;
+	}
+
+	/* Occurrences, and for each start the reach of a proper prefix of a pattern. */
+	memset(fcov, 0, n + 1);
+	memset(cov, 0, n + 1);
+	for (i = 0; i <= n; i++) {
+		reach[i] = 0;
+		endlen[i] = 0;
+	}
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < npat; j++) {
+			size_t l = 0, lim = n - i < pats[j].len ? n - i : pats[j].len;
+
+			while (l < lim && data[i + l] == pats[j].b[l])
+				l++;
+			if (l == pats[j].len) {
+				if (l > endlen[i + l])
+					endlen[i + l] = l;
+				memset(fcov + i, 1, l);
+			}
+			if (l > pats[j].len - 1)
+				l = pats[j].len - 1;
+			if (l > reach[i])
+				reach[i] = l;
+		}
+	}
+
+	/* The redactor under test, on its first stream or on a second one. */
+	if ((r = redact_new(secs, nsec)) == NULL)
+		fail("redact_new failed");
+	if (redact_patterns(r) > npat)
+		fail("more patterns than the reference has");
+	use = r;
+	if (opts & 0x10) {
+		if ((r2 = redact_new_stream(r)) == NULL)
+			fail("redact_new_stream failed");
+		use = r2;
+		if (opts & 0x20) {
+			/* The second stream must outlive the first. */
+			redact_free(r);
+			r = NULL;
+		}
+	}
+	got.fail_at = (opts & 0x40) ? (long)(mode >> 2) : -1;
+	exp.fail_at = full.fail_at = -1;
+
+	/* Feed in chunks; after each, output and hold must be exactly the reference's. */
+	rng = 0x9e3779b9u ^ (uint32_t)mode * 2654435761u ^ (uint32_t)n;
+	done = 0;
+	e = 0;
+	for (m = 0; m < n || done == 0; ) {
+		size_t chunk;
+
+		switch (mode & 3) {
+		case 0:
+			chunk = n - m;
+			break;
+		case 1:
+			chunk = 1;
+			break;
+		default:
+			rng ^= rng << 13;
+			rng ^= rng >> 17;
+			rng ^= rng << 5;
+			chunk = rng % ((mode & 3) == 2 ? 9 : 300);
+			break;
+		}
+		if (chunk > n - m)
+			chunk = n - m;
+		done = 1;
+		rc = redact_feed(use, data + m, chunk, out_sink, &got);
+		if (rc != 0) {
+			if (got.fail_at < 0)
+				fail("redact_feed failed without a sink failure");
+			failed = 1;
+			break;
+		}
+		for (j = m + 1; j <= m + chunk; j++) {
+			if (endlen[j] != 0)
+				memset(cov + j - endlen[j], 1, endlen[j]);
+		}
+		m += chunk;
+
+		/* Held: from the earliest start whose proper-prefix reach gets to m, then on
+		 * through bytes already covered. */
+		h = m;
+		for (i = m > maxlen ? m - maxlen : 0; i < m; i++) {
+			if (i + reach[i] >= m) {
+				h = i;
+				break;
+			}
+		}
+		while (h < m && cov[h])
+			h++;
+		if (h < e)
+			fail("settled boundary moved back");
+		render(data, cov, e, h, &exp);
+		e = h;
+		if (!out_equal(&got, &exp))
+			fail("output after a feed differs from the reference");
+		if (redact_held(use) != m - h)
+			fail("held bytes differ from the reference");
+
+		if (opts & 0x80) {
+			/* redact_string() in the middle must not disturb the stream. */
+			char str[65], *red;
+			size_t sl = strnlen((const char *)data, n < 64 ? n : 64);
+
+			memcpy(str, data, sl);
+			str[sl] = '\0';
+			if ((red = redact_string(use, str)) == NULL)
+				fail("redact_string failed");
+			free(red);
+		}
+	}
+	if (!failed) {
+		if (redact_flush(use, out_sink, &got) != 0) {
+			if (got.fail_at < 0)
+				fail("redact_flush failed without a sink failure");
+			failed = 1;
+		}
+	}
+	if (failed) {
+		if (redact_feed(use, "a", 1, out_sink, &got) != -1 ||
+		    redact_flush(use, out_sink, &got) != -1)
+			fail("a dead stream accepted more");
+		goto out;
+	}
+	render(data, cov, e, n, &exp);
+	if (redact_held(use) != 0)
+		fail("bytes held after flush");
+
+	/* The whole thing, rendered from scratch with the full coverage. */
+	render(data, fcov, 0, n, &full);
+	if (!out_equal(&exp, &full))
+		fail("reference disagrees with itself");
+	if (!out_equal(&got, &full))
+		fail("output differs from the reference");
+
+	/* redact_string() agrees when the data is a C string. */
+	if (memchr(data, 0, n) == NULL) {
+		char *s = malloc(n + 1), *red;
+
+		if (s == NULL)
+			fail("out of memory");
+		memcpy(s, data, n);
+		s[n] = '\0';
+		if ((red = redact_string(use, s)) == NULL)
+			fail("redact_string failed");
+		if (strlen(red) != full.len || (full.len != 0 && memcmp(red, full.p, full.len) != 0))
+			fail("redact_string differs from the reference");
+		free(red);
+		free(s);
+	}
+
+	/* The stream is reusable after a flush. */
+	got.len = 0;
+	got.fail_at = -1;
+	if (redact_feed(use, data, n, out_sink, &got) != 0 ||
+	    redact_flush(use, out_sink, &got) != 0)
+		fail("reuse after flush failed");
+	if (!out_equal(&got, &full))
+		fail("reuse after flush differs from the reference");
+
+out:
+	redact_free(r2);
+	redact_free(r);
+	free(got.p);
+	free(exp.p);
+	free(full.p);
+	return 0;
+}

@@ -1,0 +1,569 @@
+/*
+ * Unit tests for the streaming redactor (bridge/redact.c). Expected outputs were
+ * produced by an independent Python reference (base64, urllib.parse, json, binascii
+ * and a brute-force search), not by the code under test.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redact.h"
+
+#define MASK		REDACT_MASK
+#define MASKLEN		(sizeof REDACT_MASK - 1)
+#define LIT(s)		(const unsigned char *)(s), sizeof(s) - 1
+
+struct enc_case {
+	const char	*name;
+	const char	*in;
+	const char	*out;
+};
+
+/* Generated from an independent Python reference (base64, urllib.parse, json, binascii). */
+static const unsigned char enc_secret[] = "s3cr3t/Tok+en\"\\\012\001\033<&>~ z\?";
+static const struct enc_case enc_cases[] = {
+	{ "raw",
+	    "key=s3cr3t/Tok+en\"\\\012\001\033<&>~ z\? end",
+	    "key=[REDACTED] end" },
+	{ "base64 offset 0",
+	    "data:czNjcjN0L1RvaytlbiJcCgEbPCY+fiB6PyEh;",
+	    "data:[REDACTED]yEh;" },
+	{ "base64 offset 1",
+	    "data:eHMzY3IzdC9Ub2srZW4iXAoBGzwmPn4gej8hIQ==;",
+	    "data:eH[REDACTED]8hIQ==;" },
+	{ "base64 offset 2",
+	    "data:eHlzM2NyM3QvVG9rK2VuIlwKARs8Jj5+IHo/ISE=;",
+	    "data:eHl[REDACTED]ISE=;" },
+	{ "base64url offset 0",
+	    "data:czNjcjN0L1RvaytlbiJcCgEbPCY-fiB6PyEh;",
+	    "data:[REDACTED]yEh;" },
+	{ "base64url offset 1",
+	    "data:eHMzY3IzdC9Ub2srZW4iXAoBGzwmPn4gej8hIQ==;",
+	    "data:eH[REDACTED]8hIQ==;" },
+	{ "base64url offset 2",
+	    "data:eHlzM2NyM3QvVG9rK2VuIlwKARs8Jj5-IHo_ISE=;",
+	    "data:eHl[REDACTED]ISE=;" },
+	{ "url upper",
+	    "q=s3cr3t%2FTok%2Ben%22%5C%0A%01%1B%3C%26%3E~%20z%3F&x=1",
+	    "q=[REDACTED]&x=1" },
+	{ "url lower",
+	    "q=s3cr3t%2fTok%2ben%22%5c%0a%01%1b%3c%26%3e~%20z%3f&x=1",
+	    "q=[REDACTED]&x=1" },
+	{ "json",
+	    "{\"t\":\"s3cr3t/Tok+en\\\"\\\\\\n\\u0001\\u001b<&>~ z\?\"}",
+	    "{\"t\":\"[REDACTED]\"}" },
+	{ "json \\/",
+	    "{\"t\":\"s3cr3t\\/Tok+en\\\"\\\\\\n\\u0001\\u001b<&>~ z\?\"}",
+	    "{\"t\":\"[REDACTED]\"}" },
+	{ "json upper",
+	    "{\"t\":\"s3cr3t/Tok+en\\\"\\\\\\n\\u0001\\u001B<&>~ z\?\"}",
+	    "{\"t\":\"[REDACTED]\"}" },
+	{ "json \\/ upper",
+	    "{\"t\":\"s3cr3t\\/Tok+en\\\"\\\\\\n\\u0001\\u001B<&>~ z\?\"}",
+	    "{\"t\":\"[REDACTED]\"}" },
+	{ "json go",
+	    "{\"t\":\"s3cr3t/Tok+en\\\"\\\\\\n\\u0001\\u001b\\u003c\\u0026\\u"
+	    "003e~ z\?\"}",
+	    "{\"t\":\"[REDACTED]\"}" },
+	{ "hex lower",
+	    "hex:7333637233742f546f6b2b656e225c0a011b3c263e7e207a3f\012",
+	    "hex:[REDACTED]\012" },
+	{ "hex upper",
+	    "hex:7333637233742F546F6B2B656E225C0A011B3C263E7E207A3F\012",
+	    "hex:[REDACTED]\012" },
+};
+#define ENC_SECRET_PATTERNS 15
+
+/* Sixteen secrets: A is a prefix of B, C overlaps A's end, E overlaps D's end. */
+static const char *const many_secrets[16] = {
+	"abcdefgh", "abcdefghijkl", "efghXYZW", "0123456789", "6789zzzz",
+	"tok05_U8JZpDE0iGXlD6gNCFba", "tok06_EPFjbD0kH8Oool8DklZD",
+	"tok07_OCj2ISaJiHkTj0rLGlko", "tok08_MXGjtEkDnNfribxUdl7d",
+	"tok09_XTPyLsxPFkThf4VucSmE", "tok10_HgaKwVJ7faC9qEwjky40",
+	"tok11_UVsWmflzdE1F8ResqEDu", "tok12_sTpkr0cStY4qWB8dWKnH",
+	"tok13_fDNxSIvPZZ63fFKcZjR4", "tok14_I0b3jRtaWr4Y9OJFLJOq",
+	"tok15_OAf1lLQSAJaiXnkU8Is2",
+};
+#define MANY_PATTERNS	94
+static const char many_in[] =
+	    "1 abcdefgh 2 abcdefghijkl 3 abcdefghij 4 abcdefghXYZW 5 abcdXYZW"
+	    " 6 0123456789zzzz 7 abcdefghabcdefgh 8 abcdefgh abcdefgh 9 abcde"
+	    "fgh0123456789 10 tok05_U8JZpDE0iGXlD6gNCFbatok06_EPFjbD0kH8Oool8"
+	    "DklZDtok07_OCj2ISaJiHkTj0rLGlkotok08_MXGjtEkDnNfribxUdl7dtok09_X"
+	    "TPyLsxPFkThf4VucSmE 11 tok10_HgaKwVJ7faC9qEwjky40|tok11_UVsWmflz"
+	    "dE1F8ResqEDu 12 746f6b31325f7354706b723063537459347157423864574b"
+	    "6e48tok13_fDNxSIvPZZ63fFKcZjR4 13 UXRvazE0X0kwYjNqUnRhV3I0WTlPSk"
+	    "ZMSk9xUQ== 14 tok15_OAf1lLQSAJaiXnkU8Is 15 abcdefg";
+static const char many_out[] =
+	    "1 [REDACTED] 2 [REDACTED] 3 [REDACTED]ij 4 [REDACTED] 5 abcdXYZW"
+	    " 6 [REDACTED] 7 [REDACTED] 8 [REDACTED] [REDACTED] 9 [REDACTED] "
+	    "10 [REDACTED] 11 [REDACTED]|[REDACTED] 12 [REDACTED] 13 UX[REDAC"
+	    "TED]UQ== 14 tok15_OAf1lLQSAJaiXnkU8Is 15 abcdefg";
+
+/* A secret full of NULs, in binary data: raw, hex and base64. */
+static const unsigned char bin_secret[] = "\000\000\001\377se\000cret\000";
+static const unsigned char bin_in[] =
+	    "\000\000pre\000\000\000\001\377se\000cret\000\000mid\000000001ff"
+	    "7365006372657400\000AAAB/3NlAGNyZXQA\000\377";
+static const unsigned char bin_out[] =
+	    "\000\000pre\000[REDACTED]\000mid\000[REDACTED]\000[REDACTED]\000"
+	    "\377";
+
+/* Collected output of a stream. */
+struct buf {
+	unsigned char	*p;
+	size_t		 len;
+	size_t		 cap;
+	int		 fail;		/* sink returns -1 when set */
+	int		 calls;
+};
+
+/* Sink that appends to a struct buf. */
+static int
+buf_sink(void *arg, const void *data, size_t len)
+{
+	struct buf *b = arg;
+
+	b->calls++;
+	assert_true(len > 0);
+	if (b->fail)
+		return -1;
+	if (b->len + len > b->cap) {
+		b->cap = (b->len + len) * 2;
+		b->p = realloc(b->p, b->cap);
+		assert_non_null(b->p);
+	}
+	memcpy(b->p + b->len, data, len);
+	b->len += len;
+	return 0;
+}
+
+/* Check that a buffer holds exactly len bytes equal to exp. */
+static void
+buf_check(const struct buf *b, const void *exp, size_t len)
+{
+	assert_int_equal(b->len, len);
+	if (len != 0)
+		assert_memory_equal(b->p, exp, len);
+}
+
+/* A redactor for the given NUL-terminated secrets. */
+static struct redact *
+new_str(const char *const *secrets, size_t n)
+{
+	struct redact_secret s[16];
+	struct redact *r;
+	size_t i;
+
+	assert_true(n <= 16);
+	for (i = 0; i < n; i++) {
+		s[i].value = (const unsigned char *)secrets[i];
+		s[i].len = strlen(secrets[i]);
+	}
+	r = redact_new(s, n);
+	assert_non_null(r);
+	return r;
+}
+
+/* A redactor for one binary secret. */
+static struct redact *
+new_one(const unsigned char *value, size_t len)
+{
+	struct redact_secret s = { value, len };
+	struct redact *r = redact_new(&s, 1);
+
+	assert_non_null(r);
+	return r;
+}
+
+/* Feed in pieces cut at the given offsets (ascending), flush, check the output. */
+static void
+check_cuts(struct redact *r, const unsigned char *in, size_t len, const size_t *cuts,
+    size_t ncuts, const void *exp, size_t explen)
+{
+	struct buf b = { 0 };
+	size_t i, at = 0;
+
+	for (i = 0; i <= ncuts; i++) {
+		size_t end = i < ncuts ? cuts[i] : len;
+
+		assert_int_equal(redact_feed(r, in + at, end - at, buf_sink, &b), 0);
+		at = end;
+	}
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	assert_int_equal(redact_held(r), 0);
+	buf_check(&b, exp, explen);
+	free(b.p);
+}
+
+/*
+ * The output must be exp however the input is cut: whole, byte by byte, and at
+ * every single split position.
+ */
+static void
+check_all_splits(struct redact *r, const unsigned char *in, size_t len, const void *exp,
+    size_t explen)
+{
+	struct buf b = { 0 };
+	size_t i;
+
+	check_cuts(r, in, len, NULL, 0, exp, explen);
+	for (i = 0; i < len; i++)
+		assert_int_equal(redact_feed(r, in + i, 1, buf_sink, &b), 0);
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	buf_check(&b, exp, explen);
+	free(b.p);
+	for (i = 0; i <= len; i++)
+		check_cuts(r, in, len, &i, 1, exp, explen);
+}
+
+/* Each encoding of a secret with awkward bytes is masked, whatever the split. */
+static void
+test_encodings(void **state)
+{
+	struct redact *r = new_one(enc_secret, sizeof enc_secret - 1);
+	size_t i;
+
+	(void)state;
+	assert_int_equal(redact_patterns(r), ENC_SECRET_PATTERNS);
+	for (i = 0; i < sizeof enc_cases / sizeof enc_cases[0]; i++) {
+		const struct enc_case *c = &enc_cases[i];
+
+		print_message("encoding: %s\n", c->name);
+		check_all_splits(r, (const unsigned char *)c->in, strlen(c->in), c->out,
+		    strlen(c->out));
+	}
+	redact_free(r);
+}
+
+/* All encodings one after another in one stream, cut at every position. */
+static void
+test_encodings_one_stream(void **state)
+{
+	struct redact *r = new_one(enc_secret, sizeof enc_secret - 1);
+	unsigned char in[4096], out[4096];
+	size_t i, il = 0, ol = 0, l;
+
+	(void)state;
+	for (i = 0; i < sizeof enc_cases / sizeof enc_cases[0]; i++) {
+		l = strlen(enc_cases[i].in);
+		assert_true(il + l + 1 < sizeof in);
+		memcpy(in + il, enc_cases[i].in, l);
+		il += l;
+		in[il++] = '|';
+		l = strlen(enc_cases[i].out);
+		assert_true(ol + l + 1 < sizeof out);
+		memcpy(out + ol, enc_cases[i].out, l);
+		ol += l;
+		out[ol++] = '|';
+	}
+	check_all_splits(r, in, il, out, ol);
+	redact_free(r);
+}
+
+/* Sixteen secrets at once, overlapping and prefixes of each other. */
+static void
+test_many_secrets(void **state)
+{
+	struct redact *r = new_str(many_secrets, 16);
+
+	(void)state;
+	assert_int_equal(redact_patterns(r), MANY_PATTERNS);
+	check_all_splits(r, LIT(many_in), many_out, sizeof many_out - 1);
+	redact_free(r);
+}
+
+/* Adjacent and overlapping occurrences make one mask, also when they meet across feeds. */
+static void
+test_adjacent_one_mask(void **state)
+{
+	static const char *const secrets[] = { "abcdefgh", "abcdefghijkl", "QRSTUVWX" };
+	struct redact *r = new_str(secrets, 3);
+	struct buf b = { 0 };
+
+	(void)state;
+	check_all_splits(r, LIT("<abcdefghabcdefgh>"), LIT("<" MASK ">"));
+	check_all_splits(r, LIT("<abcdefghQRSTUVWX>"), LIT("<" MASK ">"));
+	check_all_splits(r, LIT("<abcdefgh6162636465666768>"), LIT("<" MASK ">"));
+	check_all_splits(r, LIT("<abcdefgh-abcdefgh>"), LIT("<" MASK "-" MASK ">"));
+
+	/* The mask goes out as soon as the run starts; its continuation in a later
+	 * feed is absorbed, not masked again. */
+	assert_int_equal(redact_feed(r, "xxabcdefgh", 10, buf_sink, &b), 0);
+	buf_check(&b, LIT("xx" MASK));
+	assert_int_equal(redact_held(r), 0);
+	assert_int_equal(redact_feed(r, "ijkl", 4, buf_sink, &b), 0);
+	buf_check(&b, LIT("xx" MASK));
+	assert_int_equal(redact_feed(r, "QRSTUVWX!", 9, buf_sink, &b), 0);
+	buf_check(&b, LIT("xx" MASK "!"));
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	buf_check(&b, LIT("xx" MASK "!"));
+	free(b.p);
+	redact_free(r);
+}
+
+/* Only a possible start of a match is held, and flush releases exactly that. */
+static void
+test_hold_and_flush(void **state)
+{
+	static const char *const secrets[] = { "abcdefghij", "cdef" };
+	struct redact *r = new_str(secrets, 2);
+	struct buf b = { 0 };
+
+	(void)state;
+	/* Nothing that could start a pattern: everything goes out at once. */
+	assert_int_equal(redact_feed(r, "hello world", 11, buf_sink, &b), 0);
+	buf_check(&b, LIT("hello world"));
+	assert_int_equal(redact_held(r), 0);
+
+	/* A prefix at the end is held, and only it. */
+	assert_int_equal(redact_feed(r, " zzabcdefg", 10, buf_sink, &b), 0);
+	buf_check(&b, LIT("hello world zz"));
+	assert_int_equal(redact_held(r), 7);
+	b.len = 0;
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	assert_int_equal(redact_held(r), 0);
+	/* "cdef" inside the held bytes was found and is masked at flush. */
+	buf_check(&b, LIT("ab" MASK "g"));
+
+	/* Held bytes that turn out to be nothing come out raw and unchanged. */
+	b.len = 0;
+	assert_int_equal(redact_feed(r, "abc", 3, buf_sink, &b), 0);
+	assert_int_equal(redact_held(r), 3);
+	buf_check(&b, "", 0);
+	assert_int_equal(redact_feed(r, "X", 1, buf_sink, &b), 0);
+	assert_int_equal(redact_held(r), 0);
+	buf_check(&b, LIT("abcX"));
+	b.len = 0;
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	buf_check(&b, "", 0);
+
+	/* Flush on an empty stream writes nothing; so does an empty feed. */
+	b.calls = 0;
+	assert_int_equal(redact_feed(r, "", 0, buf_sink, &b), 0);
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	assert_int_equal(b.calls, 0);
+	free(b.p);
+	redact_free(r);
+}
+
+/* No secrets: every byte passes at once, unchanged. */
+static void
+test_pass_through(void **state)
+{
+	struct redact *r = redact_new(NULL, 0);
+	struct buf b = { 0 };
+	unsigned char in[512];
+	size_t i;
+
+	(void)state;
+	assert_non_null(r);
+	assert_int_equal(redact_patterns(r), 0);
+	for (i = 0; i < sizeof in; i++)
+		in[i] = (unsigned char)(i * 7);
+	for (i = 0; i < sizeof in; i++) {
+		assert_int_equal(redact_feed(r, in + i, 1, buf_sink, &b), 0);
+		assert_int_equal(redact_held(r), 0);
+		buf_check(&b, in, i + 1);
+	}
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	buf_check(&b, in, sizeof in);
+	free(b.p);
+	check_all_splits(r, in, sizeof in, in, sizeof in);
+	redact_free(r);
+}
+
+/* Secrets under REDACT_MIN_LEN are ignored; at REDACT_MIN_LEN they are masked. */
+static void
+test_short_secrets(void **state)
+{
+	static const char *const shorts[] = { "", "x", "ab", "abc" };
+	static const char *const four[] = { "abc", "wxyz" };
+	struct redact *r = new_str(shorts, 4);
+
+	(void)state;
+	assert_int_equal(redact_patterns(r), 0);
+	check_all_splits(r, LIT("x ab abc abcd"), LIT("x ab abc abcd"));
+	redact_free(r);
+
+	r = new_str(four, 2);
+	check_all_splits(r, LIT("abc wxyz 7778797a"), LIT("abc " MASK " " MASK));
+	redact_free(r);
+}
+
+/* Binary data with NULs, and a secret made partly of NULs. */
+static void
+test_binary(void **state)
+{
+	struct redact *r = new_one(bin_secret, sizeof bin_secret - 1);
+
+	(void)state;
+	check_all_splits(r, bin_in, sizeof bin_in - 1, bin_out, sizeof bin_out - 1);
+	redact_free(r);
+}
+
+/* Identical patterns, within a secret or across secrets, are kept once. */
+static void
+test_dedup(void **state)
+{
+	static const char *const one[] = { "abcd1234" };
+	static const char *const twice[] = { "abcd1234", "abcd1234" };
+	static const char *const cross[] = { "abcd", "61626364" };
+	struct redact *r;
+
+	(void)state;
+	/* raw = url = json; base64 standard = URL-safe; hex lower = upper. */
+	r = new_str(one, 1);
+	assert_int_equal(redact_patterns(r), 5);
+	redact_free(r);
+	r = new_str(twice, 2);
+	assert_int_equal(redact_patterns(r), 5);
+	redact_free(r);
+	/* The hex of "abcd" is the second secret itself. */
+	r = new_str(cross, 2);
+	assert_int_equal(redact_patterns(r), 9);
+	check_all_splits(r, LIT("abcd 61626364"), LIT(MASK " " MASK));
+	redact_free(r);
+}
+
+/* Whole-string redaction, and that it leaves a stream in progress alone. */
+static void
+test_string(void **state)
+{
+	static const char *const secrets[] = { "abcdefgh" };
+	struct redact *r = new_str(secrets, 1);
+	struct buf b = { 0 };
+	char *s;
+
+	(void)state;
+	s = redact_string(NULL, "abcdefgh");
+	assert_string_equal(s, "abcdefgh");
+	free(s);
+	s = redact_string(r, "");
+	assert_string_equal(s, "");
+	free(s);
+	s = redact_string(r, "error: token abcdefgh (hex 6162636465666768) rejected; abcdefg");
+	assert_string_equal(s, "error: token " MASK " (hex " MASK ") rejected; abcdefg");
+	free(s);
+
+	assert_int_equal(redact_feed(r, "xxabcd", 6, buf_sink, &b), 0);
+	assert_int_equal(redact_held(r), 4);
+	s = redact_string(r, "efgh abcdefgh");
+	assert_string_equal(s, "efgh " MASK);
+	free(s);
+	assert_int_equal(redact_held(r), 4);
+	assert_int_equal(redact_feed(r, "efgh.", 5, buf_sink, &b), 0);
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	buf_check(&b, LIT("xx" MASK "."));
+	free(b.p);
+
+	errno = 0;
+	assert_null(redact_string(r, NULL));
+	assert_int_equal(errno, EINVAL);
+	redact_free(r);
+}
+
+/* Two streams on one automaton keep separate state, and either may be freed first. */
+static void
+test_streams(void **state)
+{
+	static const char *const secrets[] = { "abcdefgh" };
+	struct redact *out = new_str(secrets, 1), *err;
+	struct buf bo = { 0 }, be = { 0 };
+
+	(void)state;
+	err = redact_new_stream(out);
+	assert_non_null(err);
+	assert_int_equal(redact_patterns(err), redact_patterns(out));
+	assert_int_equal(redact_feed(out, "1 abc", 5, buf_sink, &bo), 0);
+	assert_int_equal(redact_feed(err, "2 abcde", 7, buf_sink, &be), 0);
+	assert_int_equal(redact_feed(out, "defgh 1", 7, buf_sink, &bo), 0);
+	assert_int_equal(redact_feed(err, "fgh 2", 5, buf_sink, &be), 0);
+	redact_free(out);
+	assert_int_equal(redact_feed(err, " abcdefgh", 9, buf_sink, &be), 0);
+	assert_int_equal(redact_flush(err, buf_sink, &be), 0);
+	buf_check(&bo, LIT("1 " MASK " 1"));
+	buf_check(&be, LIT("2 " MASK " 2 " MASK));
+	redact_free(err);
+	redact_free(NULL);
+	free(bo.p);
+	free(be.p);
+}
+
+/* A failing sink kills the stream: -1 now and on every later call. */
+static void
+test_sink_failure(void **state)
+{
+	static const char *const secrets[] = { "abcdefgh" };
+	struct redact *r = new_str(secrets, 1);
+	struct buf b = { 0 };
+
+	(void)state;
+	b.fail = 1;
+	assert_int_equal(redact_feed(r, "abc", 3, buf_sink, &b), 0);	/* all held */
+	assert_int_equal(redact_feed(r, "defgh", 5, buf_sink, &b), -1);
+	b.fail = 0;
+	errno = 0;
+	assert_int_equal(redact_feed(r, "x", 1, buf_sink, &b), -1);
+	assert_int_equal(errno, EIO);
+	assert_int_equal(redact_flush(r, buf_sink, &b), -1);
+	assert_int_equal(b.len, 0);
+	redact_free(r);
+}
+
+/* Bad arguments and oversized secret sets are refused with errno set. */
+static void
+test_refusals(void **state)
+{
+	struct redact_secret s = { NULL, 8 };
+	unsigned char *big;
+	size_t len = 4 << 20, i;
+
+	(void)state;
+	errno = 0;
+	assert_null(redact_new(&s, 1));
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_null(redact_new(NULL, 1));
+	assert_int_equal(errno, EINVAL);
+
+	big = malloc(len);
+	assert_non_null(big);
+	for (i = 0; i < len; i++)
+		big[i] = (unsigned char)(i * 131 + (i >> 8));
+	s.value = big;
+	s.len = len;
+	errno = 0;
+	assert_null(redact_new(&s, 1));
+	assert_int_equal(errno, E2BIG);
+	free(big);
+}
+
+/* Test runner. */
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_encodings),
+		cmocka_unit_test(test_encodings_one_stream),
+		cmocka_unit_test(test_many_secrets),
+		cmocka_unit_test(test_adjacent_one_mask),
+		cmocka_unit_test(test_hold_and_flush),
+		cmocka_unit_test(test_pass_through),
+		cmocka_unit_test(test_short_secrets),
+		cmocka_unit_test(test_binary),
+		cmocka_unit_test(test_dedup),
+		cmocka_unit_test(test_string),
+		cmocka_unit_test(test_streams),
+		cmocka_unit_test(test_sink_failure),
+		cmocka_unit_test(test_refusals),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
