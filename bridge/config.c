@@ -225,7 +225,8 @@ valid_repo(const char *s)
 
 	if (slash == NULL || slash == s || slash[1] == '\0' || strchr(slash + 1, '/') != NULL)
 		return 0;
-	if (strlen(s) > 200 || strcmp(slash + 1, ".") == 0 || strcmp(slash + 1, "..") == 0)
+	if (strlen(s) > 200 || strcmp(slash + 1, ".") == 0 || strcmp(slash + 1, "..") == 0 ||
+	    strncmp(s, "./", 2) == 0 || strncmp(s, "../", 3) == 0)
 		return 0;
 	for (i = 0; s[i] != '\0'; i++) {
 		if (s + i == slash)
@@ -547,7 +548,7 @@ parse_session(struct loader *l, json_t *obj, const char *where, struct session *
 		return lerr(l, where, "\"name\" is required: 1-64 characters of A-Z a-z 0-9 _ . -");
 	w = at(where, s->name);
 	if (get_str(l, obj, w, "user", &s->user) != 0 ||
-	    get_int(l, obj, w, "uid", 1, UINT32_MAX - 1, &uid) != 0 ||
+	    get_int(l, obj, w, "uid", 0, UINT32_MAX - 1, &uid) != 0 ||
 	    get_str(l, obj, w, "workspace", &ws) != 0 ||
 	    get_strv(l, obj, w, "tools", 64, &s->tools, &s->ntools) != 0 ||
 	    get_strv(l, obj, w, "repos", 1024, &s->repos, &s->nrepos) != 0 ||

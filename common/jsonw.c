@@ -274,6 +274,18 @@ jr_string(struct jr *r, struct jbuf *out)
 
 static int jr_value(struct jr *);
 
+/* Match a literal word at the cursor. */
+static int
+jr_literal(struct jr *r, const char *word)
+{
+	size_t n = strlen(word);
+
+	if ((size_t)(r->end - r->p) < n || memcmp(r->p, word, n) != 0)
+		return -1;
+	r->p += n;
+	return 0;
+}
+
 /* Skip an object or array at the cursor. */
 static int
 jr_compound(struct jr *r, char open, char close)
@@ -327,16 +339,33 @@ jr_value(struct jr *r)
 		return jr_compound(r, '{', '}');
 	case '[':
 		return jr_compound(r, '[', ']');
+	case 't':
+		return jr_literal(r, "true");
+	case 'f':
+		return jr_literal(r, "false");
+	case 'n':
+		return jr_literal(r, "null");
 	default:
-		if (r->p >= r->end || !(*r->p == '-' || (*r->p >= '0' && *r->p <= '9') ||
-		    *r->p == 't' || *r->p == 'f' || *r->p == 'n'))
+		if (*r->p != '-' && (*r->p < '0' || *r->p > '9'))
 			return -1;
 		while (r->p < r->end && (*r->p == '-' || *r->p == '+' || *r->p == '.' ||
-		    (*r->p >= '0' && *r->p <= '9') || (*r->p >= 'a' && *r->p <= 'z') ||
-		    *r->p == 'E'))
+		    (*r->p >= '0' && *r->p <= '9') || *r->p == 'e' || *r->p == 'E'))
 			r->p++;
 		return 0;
 	}
+}
+
+/* Check that the whole buffer is one well-formed JSON value. */
+static int
+jr_valid(const char *json, size_t len)
+{
+	struct jr r = { json, json + len, 0 };
+
+	jr_ws(&r);
+	if (jr_value(&r) != 0)
+		return -1;
+	jr_ws(&r);
+	return r.p == r.end ? 0 : -1;
 }
 
 /* Find key at the top level; leave the cursor on its value. 1 found, 0 absent, -1 bad. */
@@ -391,6 +420,8 @@ jr_get_str(const char *json, size_t len, const char *key, char **out)
 	int rc;
 
 	*out = NULL;
+	if (jr_valid(json, len) != 0)
+		return -1;
 	if ((rc = jr_find(&r, key)) != 1)
 		return rc;
 	if (r.p >= r.end || *r.p != '"')
@@ -412,6 +443,8 @@ jr_get_int(const char *json, size_t len, const char *key, long long *out)
 	long long v = 0;
 	int rc, neg = 0, digits = 0;
 
+	if (jr_valid(json, len) != 0)
+		return -1;
 	if ((rc = jr_find(&r, key)) != 1)
 		return rc;
 	if (r.p < r.end && *r.p == '-') {

@@ -1,0 +1,289 @@
+/* Unit tests: config loading and validation (runs as root: files must be root-owned). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <sys/stat.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "secret.h"
+#include "spawn.h"
+
+static char dir[64];
+static char path[128];
+
+/* Write a file with a mode. */
+static void
+put(const char *p, const char *text, mode_t mode)
+{
+	FILE *f = fopen(p, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(chmod(p, mode), 0);
+}
+
+static int
+setup(void **state)
+{
+	char sd[160];
+
+	(void)state;
+	strcpy(dir, "/tmp/sbcfg.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		return -1;
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	snprintf(sd, sizeof sd, "%s/sessions.d", dir);
+	return mkdir(sd, 0700);
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	return spawn_rmtree(dir);
+}
+
+/* Load text as the main config; returns the config or NULL with *cause. */
+static struct config *
+load(const char *text, char **cause)
+{
+	*cause = NULL;
+	put(path, text, 0600);
+	return config_load(path, 0, cause);
+}
+
+/* Expect a load failure whose message contains every needle. */
+static void
+expect_error(const char *text, const char *needle1, const char *needle2)
+{
+	char *cause = NULL;
+	struct config *c = load(text, &cause);
+
+	if (c != NULL)
+		fail_msg("config unexpectedly valid: %s", text);
+	assert_non_null(cause);
+	if (strstr(cause, needle1) == NULL || (needle2 != NULL && strstr(cause, needle2) == NULL))
+		fail_msg("message \"%s\" lacks \"%s\" / \"%s\"", cause, needle1,
+		    needle2 != NULL ? needle2 : "");
+	free(cause);
+}
+
+#define TOOLS_OK "\"tools\": {\"sh\": {\"path\": \"/bin/sh\", \"rules\": [{\"allow\": [\"-c\", \"**\"]}]}}"
+
+static void
+test_minimal_defaults(void **state)
+{
+	char *cause = NULL;
+	struct config *c;
+
+	(void)state;
+	c = load("{\"runner\": \"daemon\", " TOOLS_OK "}", &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	assert_string_equal(c->socket_path, "/run/shimbridge/bridge.sock");
+	assert_int_equal(c->socket_mode, 0660);
+	assert_int_equal(c->runner_uid, 1);
+	assert_int_equal(c->ntools, 1);
+	assert_int_equal(c->tools[0].cwd, CWD_SCRATCH);
+	assert_int_equal(c->tools[0].timeout, 600);
+	assert_int_equal(c->max_connections, 1024);
+	assert_int_equal(c->nprotected_branches, 2);
+	assert_string_equal(c->deny_paths[0], ".github/workflows/");
+	assert_non_null(c->version);
+	assert_int_equal(strlen(c->version), 12);
+	config_unref(c);
+}
+
+static void
+test_sessions_and_dropins(void **state)
+{
+	char p[200], *cause = NULL;
+	struct config *c;
+	const struct session *s;
+
+	(void)state;
+	snprintf(p, sizeof p, "%s/sessions.d/b.json", dir);
+	put(p, "{\"name\": \"bob\", \"uid\": 4242, \"tools\": [\"sh\"], \"repos\": [\"Octo/Repo\"]}", 0600);
+	snprintf(p, sizeof p, "%s/sessions.d/ignored.txt", dir);
+	put(p, "not json", 0600);
+	c = load("{\"runner\": \"daemon\", " TOOLS_OK ", \"sessions\": [{\"name\": \"alice\", "
+	    "\"user\": \"bin\", \"tools\": [\"sh\"], \"workspace\": \"/tmp/../tmp\"}]}", &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	assert_int_equal(c->nsessions, 2);
+	s = config_session_by_uid(c, 2);
+	assert_non_null(s);
+	assert_string_equal(s->name, "alice");
+	assert_string_equal(s->workspace, "/tmp");
+	s = config_session_by_uid(c, 4242);
+	assert_non_null(s);
+	assert_string_equal(s->name, "bob");
+	assert_true(config_session_has_repo(s, "octo/repo"));
+	assert_false(config_session_has_repo(s, "octo/other"));
+	assert_true(config_session_has_tool(s, "sh"));
+	assert_false(config_session_has_tool(s, "gh"));
+	assert_null(config_session_by_uid(c, 0));
+	assert_null(config_session_by_uid(c, 65534));
+	assert_null(config_session_by_uid(c, 4243));
+	config_unref(c);
+	snprintf(p, sizeof p, "%s/sessions.d/b.json", dir);
+	unlink(p);
+	snprintf(p, sizeof p, "%s/sessions.d/ignored.txt", dir);
+	unlink(p);
+}
+
+static void
+test_dropin_errors_name_the_file(void **state)
+{
+	char p[200];
+
+	(void)state;
+	snprintf(p, sizeof p, "%s/sessions.d/broken.json", dir);
+	put(p, "{\"name\": \"x\",\n \"uid\": }", 0600);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK "}", "broken.json", "line 2");
+	put(p, "{\"name\": \"x\", \"uid\": 77, \"tools\": [\"nope\"]}", 0600);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK "}", "broken.json", "tool nope");
+	put(p, "{\"name\": \"x\", \"uid\": 77, \"tools\": []}", 0666);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK "}", "broken.json", "writable");
+	unlink(p);
+}
+
+static void
+test_rejections(void **state)
+{
+	(void)state;
+	expect_error("{\"runner\": \"daemon\", \"bogus\": 1}", "bogus", "unknown key");
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"sh\": {\"path\": \"/bin/sh\", "
+	    "\"rulez\": []}}}", "tools.sh.rulez", NULL);
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"sh\": {\"path\": \"bin/sh\"}}}",
+	    "tools.sh.path", "absolute");
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"sh\": {\"path\": \"/nonexistent\"}}}",
+	    "tools.sh.path", "executable");
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"sh\": {\"path\": \"/bin/sh\", "
+	    "\"rules\": [{\"allow\": [\"a\"], \"deny\": [\"b\"]}]}}}", "tools.sh.rules[0]", "exactly one");
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"sh\": {\"path\": \"/bin/sh\", "
+	    "\"rules\": [{\"allow\": [\"x\"]}, {\"allow\": [\"**\", \"x\"]}]}}}", "tools.sh.rules[1]",
+	    "last");
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"../x\": {\"path\": \"/bin/sh\"}}}",
+	    "tool names", NULL);
+	expect_error("{\"runner\": \"root\", " TOOLS_OK "}", "runner", "root");
+	expect_error("{\"runner\": \"no-such-user-here\", " TOOLS_OK "}", "runner", "does not exist");
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK ", \"sessions\": [{\"name\": \"r\", "
+	    "\"uid\": 0, \"tools\": []}]}", "root", NULL);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK ", \"sessions\": [{\"name\": \"r\", "
+	    "\"uid\": 65534, \"tools\": []}]}", "overflow", NULL);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK ", \"sessions\": [{\"name\": \"r\", "
+	    "\"uid\": 1, \"tools\": []}]}", "runner", NULL);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK ", \"sessions\": [{\"name\": \"a\", "
+	    "\"uid\": 50, \"tools\": []}, {\"name\": \"b\", \"uid\": 50, \"tools\": []}]}", "uid 50", NULL);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK ", \"sessions\": [{\"name\": \"a\", "
+	    "\"uid\": 50, \"tools\": [], \"repos\": [\"../etc\"]}]}", "OWNER/NAME", NULL);
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"sh\": {\"path\": \"/bin/sh\", "
+	    "\"secrets\": {\"T\": \"missing\"}}}}", "secret missing", NULL);
+	expect_error("{\"runner\": \"daemon\", \"socket\": {\"mode\": 438}}", "socket", "others");
+	expect_error("{\"runner\": \"daemon\", \"a\": 1, \"a\": 2}", "duplicate", NULL);
+	expect_error("[1]", "object", NULL);
+}
+
+static void
+test_file_permissions(void **state)
+{
+	char *cause = NULL;
+	struct config *c;
+
+	(void)state;
+	put(path, "{\"runner\": \"daemon\"}", 0620);
+	c = config_load(path, 0, &cause);
+	assert_null(c);
+	assert_non_null(strstr(cause, "group- or world-writable"));
+	free(cause);
+	put(path, "{\"runner\": \"daemon\"}", 0600);
+	assert_int_equal(chown(path, 1, 0), 0);
+	c = config_load(path, 0, &cause);
+	assert_null(c);
+	assert_non_null(strstr(cause, "owned by root"));
+	free(cause);
+	unlink(path);
+	assert_int_equal(symlink("/etc/hostname", path), 0);
+	c = config_load(path, 0, &cause);
+	assert_null(c);
+	assert_non_null(strstr(cause, "cannot open"));
+	free(cause);
+	unlink(path);
+}
+
+static void
+test_secret_sources(void **state)
+{
+	char sp[200], sp2[200], text[1024], *cause = NULL;
+	struct config *c;
+	struct secret_src *s;
+
+	(void)state;
+	snprintf(sp, sizeof sp, "%s/tok", dir);
+	snprintf(sp2, sizeof sp2, "%s/loose", dir);
+	put(sp, "value-123\n", 0600);
+	put(sp2, "loose-value", 0644);
+	setenv("SBTEST_SECRET", "from-env", 1);
+	snprintf(text, sizeof text, "{\"runner\": \"daemon\", \"secrets\": {"
+	    "\"a\": {\"source\": \"file\", \"path\": \"%s\"},"
+	    "\"b\": {\"source\": \"file\", \"path\": \"%s\"},"
+	    "\"c\": {\"source\": \"env\", \"variable\": \"SBTEST_SECRET\"},"
+	    "\"d\": {\"source\": \"env\", \"variable\": \"SBTEST_UNSET_VAR\"}},"
+	    "\"sessions\": [{\"name\": \"s\", \"uid\": 77, \"tools\": [], \"secrets\": "
+	    "{\"a\": {\"source\": \"env\", \"variable\": \"SBTEST_SECRET\"}}}]}", sp, sp2);
+	c = load(text, &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	s = secret_resolve(c, NULL, "a");
+	assert_non_null(s->value);
+	assert_int_equal(s->len, 9);
+	assert_memory_equal(s->value, "value-123", 9);
+	s = secret_resolve(c, NULL, "b");
+	assert_null(s->value);
+	assert_non_null(strstr(s->error, "0600"));
+	assert_null(strstr(s->error, "loose-value"));
+	s = secret_resolve(c, NULL, "c");
+	assert_memory_equal(s->value, "from-env", 8);
+	s = secret_resolve(c, NULL, "d");
+	assert_null(s->value);
+	assert_non_null(strstr(s->error, "SBTEST_UNSET_VAR"));
+	/* The session's override wins over the host's definition. */
+	s = secret_resolve(c, config_session_by_name(c, "s"), "a");
+	assert_memory_equal(s->value, "from-env", 8);
+	assert_null(secret_resolve(c, NULL, "zzz"));
+	assert_true(c->nwarnings >= 2);
+	config_unref(c);
+	expect_error("{\"runner\": \"daemon\", \"secrets\": {\"a\": {\"source\": \"file\", "
+	    "\"path\": \"rel\"}}}", "secrets.a", "absolute");
+	expect_error("{\"runner\": \"daemon\", \"secrets\": {\"a\": {\"source\": \"magic\"}}}",
+	    "secrets.a", "unknown source");
+	expect_error("{\"runner\": \"daemon\", \"secrets\": {\"a\": {\"source\": \"env\", "
+	    "\"variable\": \"X\", \"extra\": 1}}}", "secrets.a", "extra");
+	unlink(sp);
+	unlink(sp2);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_minimal_defaults),
+		cmocka_unit_test(test_sessions_and_dropins),
+		cmocka_unit_test(test_dropin_errors_name_the_file),
+		cmocka_unit_test(test_rejections),
+		cmocka_unit_test(test_file_permissions),
+		cmocka_unit_test(test_secret_sources),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
