@@ -7,7 +7,7 @@ MUSLCC     ?= musl-gcc
 CLANG      ?= clang
 
 WARN       := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wformat=2 -Wstrict-prototypes -Wmissing-prototypes
-BASECFLAGS := -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -Icommon -Ibridge $(WARN)
+BASECFLAGS := -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -Icommon -Ibridge -Ishim $(WARN)
 CFLAGS     ?= -O2 -g
 HARDEN     := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
 LDHARDEN   := -pie -Wl,-z,relro,-z,now
@@ -62,7 +62,7 @@ SHIM_COMMON := common/frame.c common/jsonw.c common/proto.c common/util.c
 $(B)/shim: $(SHIM_SRC) $(SHIM_COMMON) $(HDRS)
 	@mkdir -p $(B)
 	$(MUSLCC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -DSHIMBRIDGE_SHIM -Icommon $(WARN) \
-	  -Os -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s -o $@ $(SHIM_SRC) $(SHIM_COMMON)
+	  -Ishim -Os -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s -o $@ $(SHIM_SRC) $(SHIM_COMMON)
 
 $(B)/san/shimbridged: $(call sobj,bridge/main.c $(BRIDGE_SRC) $(COMMON_SRC))
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)

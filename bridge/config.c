@@ -23,6 +23,7 @@
 #include <sodium.h>
 
 #include "config.h"
+#include "gh.h"
 #include "proto.h"
 #include "redact.h"
 #include "secret.h"
@@ -364,7 +365,7 @@ static int
 parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 {
 	static const char *const keys[] = { "path", "profile", "cwd", "rules", "deny_args",
-	    "env", "secrets", "timeout", "output_limit", "help", NULL };
+	    "env", "secrets", "timeout", "output_limit", "help", "host", NULL };
 	char *where = at("tools", name), *s = NULL, *w = NULL;
 	long long v;
 	json_t *rules, *e, *env;
@@ -421,8 +422,13 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 	if (get_int(l, obj, where, "output_limit", 1, 1LL << 40, &v) != 0)
 		goto out;
 	t->output_limit = (uint64_t)v;
-	if (get_str(l, obj, where, "help", &t->help) != 0)
+	if (get_str(l, obj, where, "help", &t->help) != 0 ||
+	    get_str(l, obj, where, "host", &t->host) != 0)
 		goto out;
+	if (t->host != NULL && t->profile != PROFILE_GH) {
+		lerr(l, where, "\"host\" is for tools with the gh profile");
+		goto out;
+	}
 	if (get_strv(l, obj, where, "deny_args", 256, &t->deny_args, &t->ndeny_args) != 0)
 		goto out;
 
@@ -444,7 +450,8 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 		}
 		free(w);
 		w = NULL;
-	}
+	} else if (t->profile == PROFILE_GH)
+		gh_default_rules(t);
 
 	env = json_object_get(obj, "env");
 	if (env != NULL) {
@@ -478,6 +485,12 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 			if (!valid_env_name(k) || !json_is_string(e) ||
 			    !valid_name(json_string_value(e))) {
 				lerr(l, w, "%s: expected a variable name mapped to a secret name", k);
+				goto out;
+			}
+			if (t->profile == PROFILE_GH && strcmp(k, "GH_TOKEN") != 0 &&
+			    strcmp(k, "GH_ENTERPRISE_TOKEN") != 0) {
+				lerr(l, w, "%s: the gh profile passes its token only as GH_TOKEN "
+				    "(github.com) or GH_ENTERPRISE_TOKEN (other hosts)", k);
 				goto out;
 			}
 			t->secrets[t->nsecrets].var = xstrdup(k);
@@ -1104,6 +1117,7 @@ config_unref(struct config *c)
 		free(t->name);
 		free(t->path);
 		free(t->help);
+		free(t->host);
 	}
 	free(c->tools);
 	for (i = 0; i < c->nsecrets; i++)

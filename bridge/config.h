@@ -57,6 +57,7 @@ struct tool {
 	int		  timeout;	/* seconds, wall clock */
 	uint64_t	  output_limit;	/* bytes of stdout+stderr */
 	char		 *help;		/* one line for "what you may run" */
+	char		 *host;		/* gh profile: the GitHub host gh talks to */
 };
 
 struct git_host {

@@ -8,6 +8,7 @@
 #include <sodium.h>
 
 #include "config.h"
+#include "gh.h"
 #include "log.h"
 #include "proto.h"
 #include "server.h"
@@ -104,6 +105,16 @@ main(int argc, char **argv)
 	for (i = 0; i < cfg->nwarnings; i++)
 		fprintf(stderr, "shimbridged: warning: %s\n", cfg->warnings[i]);
 	if (check) {
+		for (i = 0; i < cfg->ntools; i++) {
+			char *w;
+
+			if (cfg->tools[i].profile != PROFILE_GH)
+				continue;
+			if ((w = gh_version_warning(cfg->tools[i].path)) != NULL) {
+				fprintf(stderr, "shimbridged: warning: %s\n", w);
+				free(w);
+			}
+		}
 		printf("%s: ok (version %s, %zu tools, %zu sessions, %zu secrets)\n", path,
 		    cfg->version, cfg->ntools, cfg->nsessions, cfg->nsecrets);
 		config_unref(cfg);

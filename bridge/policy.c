@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "gh.h"
 #include "policy.h"
 #include "util.h"
 
@@ -151,7 +152,7 @@ policy_deny(const struct config *c, const struct session *s, const struct tool *
 /* Decide a request. */
 int
 policy_check(const struct config *c, const struct session *s, const struct tool *t,
-    char *const *argv, size_t argc, struct policy_result *res)
+    char *const *argv, size_t argc, struct policy_ctx *ctx, struct policy_result *res)
 {
 	char where[128], why[256];
 	size_t i, j;
@@ -165,6 +166,16 @@ policy_check(const struct config *c, const struct session *s, const struct tool 
 			snprintf(why, sizeof why, "the argument %.64s is never allowed",
 			    argv[i]);
 			return policy_deny(c, s, t, argv, argc, where, why, res);
+		}
+	}
+	if (t->profile == PROFILE_GH) {
+		char *rule = NULL, *gwhy = NULL;
+
+		if (gh_policy(c, s, t, argv, argc, ctx, &rule, &gwhy) != 0) {
+			policy_deny(c, s, t, argv, argc, rule, gwhy, res);
+			free(rule);
+			free(gwhy);
+			return 0;
 		}
 	}
 	for (i = 0; i < t->nrules; i++) {
@@ -183,6 +194,15 @@ policy_check(const struct config *c, const struct session *s, const struct tool 
 	}
 	return policy_deny(c, s, t, argv, argc, "default",
 	    "no rule allows it; everything not allowed is refused", res);
+}
+
+/* Free the outputs of a context. */
+void
+policy_ctx_free(struct policy_ctx *ctx)
+{
+	free(ctx->repo);
+	free(ctx->head);
+	ctx->repo = ctx->head = NULL;
 }
 
 /* Free a result's strings. */

@@ -15,6 +15,14 @@ struct config;
 struct session;
 struct tool;
 
+/* Request context for profiles (gh); inputs come from the shim and are untrusted. */
+struct policy_ctx {
+	const char	*remote_url;	/* in: origin URL of the shim's repository */
+	const char	*branch;	/* in: its current branch */
+	char		*repo;		/* out: owner/name the run acts on, or NULL */
+	char		*head;		/* out: branch to add as --head (gh pr create), or NULL */
+};
+
 struct policy_result {
 	int	 allowed;
 	char	*rule;		/* location of the deciding rule ("default" if none) */
@@ -24,7 +32,8 @@ struct policy_result {
 
 /* Decide on argv (without the tool name). Always fills res; returns res->allowed. */
 int	policy_check(const struct config *, const struct session *, const struct tool *,
-	    char *const *argv, size_t argc, struct policy_result *res);
+	    char *const *argv, size_t argc, struct policy_ctx *ctx, struct policy_result *res);
+void	policy_ctx_free(struct policy_ctx *);
 /* Whether a rule's patterns match argv exactly ("**" last matches any rest). */
 int	policy_rule_matches(char *const *pat, size_t npat, char *const *argv, size_t argc);
 /* What the session may run, one short line ("gh pr list ..., gh issue ..."). */

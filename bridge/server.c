@@ -31,6 +31,7 @@
 
 #include "audit.h"
 #include "config.h"
+#include "gh.h"
 #include "gitop.h"
 #include "log.h"
 #include "platform.h"
@@ -661,6 +662,36 @@ conn_check_argv(json_t *argv, const char **why)
 	return 0;
 }
 
+/* Check the shim's repository context: optional strings, bounded; pointers into ctx. */
+static int
+conn_check_context(json_t *ctx, struct policy_ctx *pc, const char **why)
+{
+	const char *k;
+	json_t *v;
+
+	if (ctx == NULL)
+		return 0;
+	if (!json_is_object(ctx) || json_object_size(ctx) > 2) {
+		*why = "context must be an object with remote_url and branch";
+		return -1;
+	}
+	json_object_foreach(ctx, k, v) {
+		if (!json_is_string(v) || json_string_length(v) > 1024) {
+			*why = "context values must be strings of at most 1024 bytes";
+			return -1;
+		}
+		if (strcmp(k, "remote_url") == 0)
+			pc->remote_url = json_string_value(v);
+		else if (strcmp(k, "branch") == 0)
+			pc->branch = json_string_value(v);
+		else {
+			*why = "unknown field in context";
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Refuse unknown top-level request keys: deny by default applies to the protocol too. */
 static int
 conn_check_keys(json_t *req, const char *const *allowed, const char **why)
@@ -734,7 +765,9 @@ conn_op_run(struct conn *c, json_t *req)
 	const char *why = NULL, *tname;
 	const struct tool *t;
 	struct policy_result pr;
+	struct policy_ctx pc;
 	struct envbuild *env = NULL;
+	json_t *jctx = json_object_get(req, "context");
 	json_t *jt = json_object_get(req, "tool"), *jargv = json_object_get(req, "argv");
 	json_t *jcwd = json_object_get(req, "cwd"), *jenv = json_object_get(req, "env");
 	char **argv = NULL, *cause = NULL, *msg = NULL, *summary;
@@ -742,7 +775,9 @@ conn_op_run(struct conn *c, json_t *req)
 	int cwd_fd = -1;
 
 	memset(&pr, 0, sizeof pr);
-	if (conn_check_keys(req, keys, &why) != 0 || !json_is_string(jt) ||
+	memset(&pc, 0, sizeof pc);
+	if (conn_check_context(jctx, &pc, &why) != 0 ||
+	    conn_check_keys(req, keys, &why) != 0 || !json_is_string(jt) ||
 	    json_string_length(jt) == 0 || json_string_length(jt) > REQ_MAX_NAME ||
 	    conn_check_argv(jargv, &why) != 0 || conn_check_env(jenv, &why) != 0 ||
 	    (jcwd != NULL && (!json_is_string(jcwd) || json_string_length(jcwd) > REQ_MAX_PATH ||
@@ -766,7 +801,7 @@ conn_op_run(struct conn *c, json_t *req)
 		goto out;
 	}
 	argc = json_array_size(jargv);
-	argv = xcalloc(argc + 2, sizeof *argv);
+	argv = xcalloc(argc + 4, sizeof *argv);
 	{
 		const char *base = strrchr(t->path, '/');
 
@@ -774,11 +809,20 @@ conn_op_run(struct conn *c, json_t *req)
 	}
 	for (i = 0; i < argc; i++)
 		argv[i + 1] = xstrdup(json_string_value(json_array_get(jargv, i)));
-	policy_check(c->cfg, c->session, t, argv + 1, argc, &pr);
+	policy_check(c->cfg, c->session, t, argv + 1, argc, &pc, &pr);
 	c->rule = xstrdup(pr.rule);
 	if (!pr.allowed) {
 		conn_deny(c, ERR_DENIED, pr.reason, pr.message);
 		goto out;
+	}
+	if (pc.head != NULL) {
+		/* gh pr create from the agent's branch: gh cannot see the repository. */
+		argv[argc + 1] = xstrdup("--head");
+		argv[argc + 2] = xstrdup(pc.head);
+		json_decref(c->argv);
+		c->argv = json_deep_copy(jargv);
+		json_array_append_new(c->argv, json_string("--head"));
+		json_array_append_new(c->argv, json_string(pc.head));
 	}
 	if (conn_check_busy(c) != 0)
 		goto out;
@@ -805,6 +849,8 @@ conn_op_run(struct conn *c, json_t *req)
 		conn_deny(c, ERR_UNAVAILABLE, "secret unavailable", cause);
 		goto out;
 	}
+	if (t->profile == PROFILE_GH)
+		gh_env(t, c->scratch, &pc, env);
 	c->output_limit = t->output_limit;
 	c->red_out = conn_redactor(c, t, NULL);
 	c->red_err = c->red_out != NULL ? redact_new_stream(c->red_out) : NULL;
@@ -831,6 +877,7 @@ out:
 		free(argv);
 	}
 	policy_result_free(&pr);
+	policy_ctx_free(&pc);
 	free(cause);
 	free(msg);
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+#include "context.h"
 #include "jsonw.h"
 #include "proto.h"
 #include "util.h"
@@ -529,8 +530,25 @@ shim_tool(struct shim *s, int argc, char **argv)
 		jw_cstr(&req, argv[i]);
 	jw_arr_close(&req);
 	if (getcwd(cwd, sizeof cwd) != NULL) {
+		struct context ctx;
+
 		jw_key(&req, "cwd");
 		jw_cstr(&req, cwd);
+		context_read_repo(cwd, &ctx);
+		if (ctx.remote_url != NULL || ctx.branch != NULL) {
+			jw_key(&req, "context");
+			jw_obj_open(&req);
+			if (ctx.remote_url != NULL) {
+				jw_key(&req, "remote_url");
+				jw_cstr(&req, ctx.remote_url);
+			}
+			if (ctx.branch != NULL) {
+				jw_key(&req, "branch");
+				jw_cstr(&req, ctx.branch);
+			}
+			jw_obj_close(&req);
+		}
+		context_free(&ctx);
 	}
 	shim_env(&req, 0);
 	jw_obj_close(&req);

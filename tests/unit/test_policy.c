@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "gh.h"
 #include "policy.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -88,11 +89,11 @@ test_policy_order(void **state)
 
 	(void)state;
 	make_config(&c, &t, &s, r);
-	assert_int_equal(policy_check(&c, &s, &t, ok, N(ok), &pr), 1);
+	assert_int_equal(policy_check(&c, &s, &t, ok, N(ok), NULL, &pr), 1);
 	assert_string_equal(pr.rule, "tools.gh.rules[1]");
 	policy_result_free(&pr);
 
-	assert_int_equal(policy_check(&c, &s, &t, tok, N(tok), &pr), 0);
+	assert_int_equal(policy_check(&c, &s, &t, tok, N(tok), NULL, &pr), 0);
 	assert_string_equal(pr.rule, "tools.gh.rules[0]");
 	assert_string_equal(pr.reason, "tokens stay on the host");
 	assert_non_null(strstr(pr.message, "gh auth token"));
@@ -101,20 +102,20 @@ test_policy_order(void **state)
 	policy_result_free(&pr);
 
 	/* First match wins: pr merge falls through the allow rule to the deny rule. */
-	assert_int_equal(policy_check(&c, &s, &t, merge, N(merge), &pr), 0);
+	assert_int_equal(policy_check(&c, &s, &t, merge, N(merge), NULL, &pr), 0);
 	assert_string_equal(pr.rule, "tools.gh.rules[2]");
 	policy_result_free(&pr);
 
 	/* deny_args beat an allow rule, in both --opt and --opt=value forms. */
-	assert_int_equal(policy_check(&c, &s, &t, web, N(web), &pr), 0);
+	assert_int_equal(policy_check(&c, &s, &t, web, N(web), NULL, &pr), 0);
 	assert_string_equal(pr.rule, "tools.gh.deny_args[0]");
 	policy_result_free(&pr);
-	assert_int_equal(policy_check(&c, &s, &t, host, N(host), &pr), 0);
+	assert_int_equal(policy_check(&c, &s, &t, host, N(host), NULL, &pr), 0);
 	assert_string_equal(pr.rule, "tools.gh.deny_args[1]");
 	policy_result_free(&pr);
 
 	/* Nothing matched: deny by default. */
-	assert_int_equal(policy_check(&c, &s, &t, other, N(other), &pr), 0);
+	assert_int_equal(policy_check(&c, &s, &t, other, N(other), NULL, &pr), 0);
 	assert_string_equal(pr.rule, "default");
 	assert_non_null(strstr(pr.message, "ask the operator"));
 	policy_result_free(&pr);
@@ -138,9 +139,148 @@ test_message_is_bounded(void **state)
 	big[sizeof big - 1] = '\0';
 	for (i = 0; i < N(argv); i++)
 		argv[i] = big;
-	assert_int_equal(policy_check(&c, &s, &t, argv, N(argv), &pr), 0);
+	assert_int_equal(policy_check(&c, &s, &t, argv, N(argv), NULL, &pr), 0);
 	assert_true(strlen(pr.message) < 2048);
 	policy_result_free(&pr);
+}
+
+/* Run the gh profile on a vector; returns the decision and fills ctx. */
+static int
+gh_decide(struct policy_ctx *ctx, const char *const *argv, size_t argc, char **rule)
+{
+	static char *repos[] = { "octo/repo", "octo/other" };
+	static char *tools[] = { "gh" };
+	struct config c;
+	struct session s;
+	struct tool t;
+	struct policy_result pr;
+	int allowed;
+
+	memset(&c, 0, sizeof c);
+	memset(&s, 0, sizeof s);
+	memset(&t, 0, sizeof t);
+	t.name = "gh";
+	t.path = "/usr/bin/gh";
+	t.profile = PROFILE_GH;
+	t.host = "ghe.example";
+	gh_default_rules(&t);
+	c.tools = &t;
+	c.ntools = 1;
+	s.name = "alice";
+	s.tools = tools;
+	s.ntools = 1;
+	s.repos = repos;
+	s.nrepos = 2;
+	allowed = policy_check(&c, &s, &t, (char *const *)argv, argc, ctx, &pr);
+	if (rule != NULL)
+		*rule = strdup(pr.rule);
+	policy_result_free(&pr);
+	for (size_t i = 0; i < t.nrules; i++) {
+		for (size_t k = 0; k < t.rules[i].nargv; k++)
+			free(t.rules[i].argv[k]);
+		free(t.rules[i].argv);
+		free(t.rules[i].reason);
+		free(t.rules[i].where);
+	}
+	free(t.rules);
+	return allowed;
+}
+
+#define GH(...) gh_decide(&ctx, (const char *const[]){ __VA_ARGS__ }, \
+    sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(char *), NULL)
+
+static void
+test_gh_profile(void **state)
+{
+	struct policy_ctx ctx;
+
+	(void)state;
+	memset(&ctx, 0, sizeof ctx);
+	/* Allowed reads and writes a coding agent needs. */
+	assert_true(GH("pr", "list"));
+	assert_true(GH("pr", "list", "-R", "octo/repo"));
+	assert_true(GH("issue", "create", "--title", "t", "--body", "--web is text here"));
+	assert_true(GH("api", "user"));
+	assert_true(GH("api", "repos/octo/repo/pulls", "--jq", ".[].title"));
+	assert_true(GH("api", "-X", "GET", "repos/{owner}/{repo}/issues"));
+	assert_true(GH("api", "-H", "Accept: application/vnd.github.raw", "repos/octo/repo/readme"));
+	/* Token printers and management. */
+	assert_false(GH("auth", "token"));
+	assert_false(GH("auth", "status", "--show-token"));
+	assert_false(GH("auth", "git-credential", "get"));
+	assert_false(GH("config", "get", "oauth_token"));
+	assert_false(GH("alias", "set", "x", "!sh"));
+	assert_false(GH("extension", "install", "x/y"));
+	assert_false(GH("pr", "checkout", "1"));
+	assert_false(GH("pr", "merge", "1"));
+	assert_false(GH("repo", "delete", "octo/repo"));
+	assert_false(GH("codespace", "ssh"));
+	assert_false(GH("secret", "list"));
+	assert_false(GH("browse"));
+	assert_false(GH("something-new"));
+	/* Hosts and repositories. */
+	assert_false(GH("pr", "list", "--hostname", "evil.example"));
+	assert_false(GH("pr", "list", "--hostname=evil.example"));
+	assert_false(GH("pr", "list", "-R", "evil.example/octo/repo"));
+	assert_false(GH("pr", "list", "--repo=evil.example/octo/repo"));
+	assert_false(GH("pr", "list", "-Revil/repo"));
+	assert_false(GH("pr", "list", "-R", "someone/else"));
+	assert_true(GH("pr", "list", "-Rocto/other"));
+	/* Web, editor, combined short flags. */
+	assert_false(GH("pr", "view", "1", "--web"));
+	assert_false(GH("pr", "view", "1", "-w"));
+	assert_false(GH("issue", "create", "-e"));
+	assert_false(GH("pr", "create", "--editor"));
+	assert_false(GH("pr", "view", "-cw"));
+	/* gh api shape. */
+	assert_false(GH("api", "https://evil.example/x"));
+	assert_false(GH("api", "//evil.example/x"));
+	assert_false(GH("api", "graphql", "-f", "query=x"));
+	assert_false(GH("api", "repos/octo/repo/issues", "-f", "title=x"));
+	assert_false(GH("api", "repos/octo/repo/issues", "--field=title=x"));
+	assert_false(GH("api", "-X", "POST", "repos/octo/repo/issues"));
+	assert_false(GH("api", "--method=DELETE", "repos/octo/repo"));
+	assert_false(GH("api", "--input", "f", "repos/octo/repo/issues"));
+	assert_false(GH("api", "repos/someone/else"));
+	assert_false(GH("api", "repos/octo/repo/../../someone/else"));
+	assert_false(GH("api", "repos/octo/repo%2f..%2fx"));
+	assert_false(GH("api", "-H", "Authorization: token x", "user"));
+	assert_false(GH("api"));
+}
+
+static void
+test_gh_context(void **state)
+{
+	struct policy_ctx ctx;
+	char *rule = NULL;
+
+	(void)state;
+	memset(&ctx, 0, sizeof ctx);
+	ctx.remote_url = "https://ghe.example/Octo/Repo.git";
+	ctx.branch = "feature/x";
+	assert_true(GH("pr", "create", "--title", "t", "--body", "b"));
+	assert_string_equal(ctx.repo, "Octo/Repo");
+	assert_string_equal(ctx.head, "feature/x");
+	policy_ctx_free(&ctx);
+	/* An explicit --head wins; -R replaces the context. */
+	assert_true(GH("pr", "create", "--head", "other", "--title", "t"));
+	assert_null(ctx.head);
+	policy_ctx_free(&ctx);
+	assert_true(GH("pr", "list", "-R", "octo/other"));
+	assert_null(ctx.repo);
+	policy_ctx_free(&ctx);
+	/* A repository outside the allowlist is refused, naming it. */
+	ctx.remote_url = "git@ghe.example:someone/else.git";
+	assert_false(gh_decide(&ctx, (const char *const[]){ "pr", "list" }, 2, &rule));
+	assert_string_equal(rule, "profile gh: repository context");
+	free(rule);
+	policy_ctx_free(&ctx);
+	/* Branch names that could be options are not passed. */
+	ctx.remote_url = "https://ghe.example/octo/repo";
+	ctx.branch = "--web";
+	assert_true(GH("pr", "create", "--title", "t"));
+	assert_null(ctx.head);
+	policy_ctx_free(&ctx);
 }
 
 int
@@ -150,6 +290,8 @@ main(void)
 		cmocka_unit_test(test_rule_matching),
 		cmocka_unit_test(test_policy_order),
 		cmocka_unit_test(test_message_is_bounded),
+		cmocka_unit_test(test_gh_profile),
+		cmocka_unit_test(test_gh_context),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
