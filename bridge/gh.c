@@ -92,6 +92,10 @@ gh_default_rules(struct tool *t)
 
 	t->rules = xcalloc(n, sizeof *t->rules);
 	t->nrules = n;
+	if (t->help == NULL)
+		t->help = xstrdup("gh issue and pr list/view/create/comment/edit/close/reopen, "
+		    "pr diff/checks/review/ready, repo view, run/workflow/release list/view, "
+		    "search, and gh api GET on relative paths");
 	for (i = 0; i < n; i++) {
 		struct rule *r = &t->rules[i];
 
@@ -371,8 +375,27 @@ gh_policy(const struct config *c, const struct session *s, const struct tool *t,
 		free(name);
 	}
 	if (nwords == 2 && strcmp(words[0], "pr") == 0 && strcmp(words[1], "create") == 0 &&
-	    !have_head && gh_branch_ok(ctx->branch))
+	    !have_head && gh_branch_ok(ctx->branch)) {
 		ctx->head = xstrdup(ctx->branch);
+		ctx->extra[ctx->nextra++] = xstrdup("--head");
+		ctx->extra[ctx->nextra++] = xstrdup(ctx->branch);
+	}
+	/*
+	 * gh resolves GH_REPO through git remotes for some commands (pr create), and
+	 * it runs in an empty directory: pass the repository as -R where gh takes it.
+	 */
+	if (ctx->repo != NULL && nwords >= 1) {
+		static const char *const takes_r[] = { "issue", "pr", "run", "workflow",
+		    "release", "label", NULL };
+
+		for (k = 0; takes_r[k] != NULL; k++) {
+			if (strcmp(words[0], takes_r[k]) == 0 && nwords == 2) {
+				ctx->extra[ctx->nextra++] = xstrdup("-R");
+				ctx->extra[ctx->nextra++] = xstrdup(ctx->repo);
+				break;
+			}
+		}
+	}
 	return 0;
 }
 
@@ -422,6 +445,7 @@ gh_env(const struct tool *t, const char *scratch, const struct policy_ctx *ctx,
 	gh_set(e, "GIT_TERMINAL_PROMPT", "0");
 	gh_set(e, "GIT_CONFIG_NOSYSTEM", "1");
 	gh_set(e, "GIT_CONFIG_GLOBAL", "/dev/null");
+	/* gh api fills {owner}/{repo} from GH_REPO. */
 	if (ctx != NULL && ctx->repo != NULL) {
 		xasprintf(&p, "%s/%s", host, ctx->repo);
 		gh_set(e, "GH_REPO", p);

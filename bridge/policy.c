@@ -200,9 +200,14 @@ policy_check(const struct config *c, const struct session *s, const struct tool 
 void
 policy_ctx_free(struct policy_ctx *ctx)
 {
+	size_t i;
+
 	free(ctx->repo);
 	free(ctx->head);
 	ctx->repo = ctx->head = NULL;
+	for (i = 0; i < ctx->nextra; i++)
+		free(ctx->extra[i]);
+	ctx->nextra = 0;
 }
 
 /* Free a result's strings. */

@@ -21,6 +21,8 @@ struct policy_ctx {
 	const char	*branch;	/* in: its current branch */
 	char		*repo;		/* out: owner/name the run acts on, or NULL */
 	char		*head;		/* out: branch to add as --head (gh pr create), or NULL */
+	char		*extra[4];	/* out: arguments to append (-R repo, --head branch) */
+	size_t		 nextra;
 };
 
 struct policy_result {

@@ -801,7 +801,7 @@ conn_op_run(struct conn *c, json_t *req)
 		goto out;
 	}
 	argc = json_array_size(jargv);
-	argv = xcalloc(argc + 4, sizeof *argv);
+	argv = xcalloc(argc + 2, sizeof *argv);
 	{
 		const char *base = strrchr(t->path, '/');
 
@@ -815,14 +815,16 @@ conn_op_run(struct conn *c, json_t *req)
 		conn_deny(c, ERR_DENIED, pr.reason, pr.message);
 		goto out;
 	}
-	if (pc.head != NULL) {
-		/* gh pr create from the agent's branch: gh cannot see the repository. */
-		argv[argc + 1] = xstrdup("--head");
-		argv[argc + 2] = xstrdup(pc.head);
+	if (pc.nextra > 0) {
+		/* The profile completes argv (-R repo, --head branch): gh runs outside the repo. */
+		argv = xreallocarray(argv, argc + pc.nextra + 2, sizeof *argv);
 		json_decref(c->argv);
 		c->argv = json_deep_copy(jargv);
-		json_array_append_new(c->argv, json_string("--head"));
-		json_array_append_new(c->argv, json_string(pc.head));
+		for (i = 0; i < pc.nextra; i++) {
+			argv[argc + 1 + i] = xstrdup(pc.extra[i]);
+			json_array_append_new(c->argv, json_string(pc.extra[i]));
+		}
+		argv[argc + 1 + pc.nextra] = NULL;
 	}
 	if (conn_check_busy(c) != 0)
 		goto out;
