@@ -27,6 +27,7 @@
 #include "proto.h"
 #include "redact.h"
 #include "secret.h"
+#include "store.h"
 #include "util.h"
 
 #define CONFIG_MAX_BYTES	(1024 * 1024)
@@ -688,7 +689,8 @@ static int
 parse_main(struct loader *l, json_t *root, struct config *c)
 {
 	static const char *const keys[] = { "socket", "runner", "audit_log", "state_dir",
-	    "sessions_dir", "limits", "secrets", "tools", "sessions", "git", NULL };
+	    "sessions_dir", "limits", "secrets", "tools", "sessions", "git", "store", NULL };
+	static const char *const stkeys[] = { "path", "key", "key_credential", NULL };
 	static const char *const skeys[] = { "path", "group", "mode", NULL };
 	static const char *const lkeys[] = { "max_connections", "max_per_session",
 	    "handshake_timeout", "kill_grace", NULL };
@@ -722,6 +724,19 @@ parse_main(struct loader *l, json_t *root, struct config *c)
 		return -1;
 	if (c->audit_path[0] != '/' || c->state_dir[0] != '/' || c->sessions_dir[0] != '/')
 		return lerr(l, NULL, "audit_log, state_dir and sessions_dir must be absolute paths");
+	if ((e = json_object_get(root, "store")) != NULL) {
+		if (!json_is_object(e) || check_keys(l, e, "store", stkeys) != 0 ||
+		    get_str(l, e, "store", "path", &c->store_path) != 0 ||
+		    get_str(l, e, "store", "key", &c->store_key) != 0 ||
+		    get_str(l, e, "store", "key_credential", &c->store_key_credential) != 0)
+			return lerr(l, "store", "expected {\"path\", \"key\" or \"key_credential\"}");
+		if (c->store_key_credential != NULL) {
+			free(c->store_key);
+			c->store_key = NULL;
+		}
+		if (c->store_path[0] != '/' || (c->store_key != NULL && c->store_key[0] != '/'))
+			return lerr(l, "store", "path and key must be absolute");
+	}
 	lim = json_object_get(root, "limits");
 	if (lim != NULL) {
 		if (!json_is_object(lim) || check_keys(l, lim, "limits", lkeys) != 0)
@@ -960,13 +975,49 @@ config_crosscheck(struct loader *l, struct config *c)
 	return 0;
 }
 
+/* Open the encrypted store with its key file or systemd credential. */
+static void
+config_open_store(struct config *c)
+{
+	unsigned char *key = NULL;
+	char *cause = NULL, *kpath = NULL;
+	const char *dir;
+
+	if (c->store_key_credential != NULL) {
+		if ((dir = getenv("CREDENTIALS_DIRECTORY")) == NULL || dir[0] != '/') {
+			xasprintf(&c->store_error, "the store key credential %s is not available "
+			    "(CREDENTIALS_DIRECTORY is not set)", c->store_key_credential);
+			return;
+		}
+		xasprintf(&kpath, "%s/%s", dir, c->store_key_credential);
+	} else
+		kpath = xstrdup(c->store_key);
+	if (store_key_load(kpath, &key, &cause) != 0 ||
+	    store_load(c->store_path, key, 1, &c->store, &cause) != 0) {
+		xasprintf(&c->store_error, "secret store %s: %s", c->store_path, cause);
+		free(cause);
+	}
+	if (key != NULL)
+		sodium_free(key);
+	free(kpath);
+}
+
 /* Load every secret value (per-session overrides too). */
 static void
 config_load_secrets(struct config *c)
 {
 	struct redact_secret *rs = NULL;
 	size_t i, j, n = 0;
+	int need_store = 0;
 
+	for (i = 0; i < c->nsecrets; i++)
+		need_store |= c->secrets[i].type == SECRET_STORE;
+	for (i = 0; i < c->nsessions; i++) {
+		for (j = 0; j < c->sessions[i].nsecrets; j++)
+			need_store |= c->sessions[i].secrets[j].type == SECRET_STORE;
+	}
+	if (need_store)
+		config_open_store(c);
 	for (i = 0; i < c->nsecrets; i++)
 		secret_load(&c->secrets[i], c);
 	for (i = 0; i < c->nsessions; i++) {
@@ -1031,6 +1082,8 @@ config_load(const char *path, int no_secrets, char **cause)
 	c->handshake_timeout = 10;
 	c->kill_grace = 2;
 	c->git_timeout = 600;
+	c->store_path = xstrdup("/etc/shimbridge/secrets.store");
+	c->store_key = xstrdup("/etc/shimbridge/store.key");
 	c->protected_branches = xcalloc(3, sizeof *c->protected_branches);
 	c->protected_branches[0] = xstrdup("main");
 	c->protected_branches[1] = xstrdup("master");
@@ -1148,6 +1201,12 @@ config_unref(struct config *c)
 	free_strv(c->deny_paths, c->ndeny_paths);
 	free_strv(c->warnings, c->nwarnings);
 	redact_free(c->redact);
+	if (c->store != NULL)
+		store_free(c->store);
+	free(c->store_path);
+	free(c->store_key);
+	free(c->store_key_credential);
+	free(c->store_error);
 	free(c->git_path);
 	free(c->git_helper);
 	free(c->path);

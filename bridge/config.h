@@ -12,6 +12,7 @@
 
 struct secret_src;
 struct redact;
+struct store;
 
 enum cwd_mode {
 	CWD_SCRATCH,		/* fresh private empty directory per run */
@@ -116,6 +117,11 @@ struct config {
 	size_t		  ndeny_paths;
 	int		  git_timeout;
 	struct redact	 *redact;	/* every loaded secret, for audit and errors */
+	char		 *store_path;	/* encrypted secret store */
+	char		 *store_key;	/* its key file, or NULL with store_key_credential */
+	char		 *store_key_credential;	/* systemd credential holding the key */
+	struct store	 *store;	/* loaded when a secret uses it */
+	char		 *store_error;
 	char		**warnings;	/* non-fatal findings for --check */
 	size_t		  nwarnings;
 };

@@ -1,7 +1,11 @@
 /* Secret sources: loading values into guarded memory, never into ordinary heap. */
 #include <sys/stat.h>
 
+#include <sys/wait.h>
+
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +16,8 @@
 
 #include "config.h"
 #include "secret.h"
+#include "spawn.h"
+#include "store.h"
 #include "util.h"
 
 #define SECRET_MAX_BYTES	(64 * 1024)
@@ -225,6 +231,103 @@ out:
 	return rc;
 }
 
+/* Run an admin-configured command as the runner and take its stdout as the value. */
+static void
+secret_run(struct secret_src *s, const struct config *c)
+{
+	char *envp[] = { "PATH=/usr/bin:/bin", "HOME=/", "LANG=C.UTF-8", NULL };
+	struct spawn_req r;
+	struct child ch;
+	struct pollfd pfd;
+	unsigned char *buf = NULL;
+	size_t off = 0;
+	char *cause = NULL, err[256];
+	size_t elen = 0;
+	struct timespec start, now;
+	int status = 0, done = 0, reaped = 0;
+	ssize_t n;
+
+	if (c == NULL) {
+		secret_fail(s, "no runner to run the command as");
+		return;
+	}
+	memset(&r, 0, sizeof r);
+	r.path = s->argv[0];
+	r.argv = s->argv;
+	r.envp = envp;
+	r.uid = c->runner_uid;
+	r.gid = c->runner_gid;
+	r.cwd_fd = -1;
+	r.cwd = "/";
+	r.cpu_seconds = s->timeout;
+	if (spawn_child(&r, &ch, &cause) != 0) {
+		secret_fail(s, "%s", cause);
+		free(cause);
+		return;
+	}
+	close(ch.in);
+	if ((buf = sodium_malloc(SECRET_MAX_BYTES + 1)) == NULL) {
+		secret_fail(s, "cannot allocate guarded memory");
+		kill(-ch.pid, SIGKILL);
+		goto reap;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!done) {
+		int left;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = s->timeout * 1000 - (int)((now.tv_sec - start.tv_sec) * 1000 +
+		    (now.tv_nsec - start.tv_nsec) / 1000000);
+		if (left <= 0) {
+			kill(-ch.pid, SIGKILL);
+			secret_fail(s, "%s did not finish within %d seconds", s->argv[0], s->timeout);
+			goto reap;
+		}
+		pfd.fd = ch.out;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, left > 1000 ? 1000 : left) < 0 && errno != EINTR)
+			break;
+		if (!(pfd.revents & (POLLIN | POLLHUP)))
+			continue;
+		n = read(ch.out, buf + off, SECRET_MAX_BYTES - off);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			done = 1;
+		else if ((off += (size_t)n) == SECRET_MAX_BYTES) {
+			kill(-ch.pid, SIGKILL);
+			secret_fail(s, "%s printed more than %d bytes", s->argv[0], SECRET_MAX_BYTES);
+			goto reap;
+		}
+	}
+	/* Keep a little of stderr for the admin's error message. */
+	while (elen < sizeof err - 1 && (n = read(ch.err, err + elen, sizeof err - 1 - elen)) > 0)
+		elen += (size_t)n;
+	err[elen] = '\0';
+reap:
+	while (!reaped) {
+		if (waitpid(ch.pid, &status, 0) == ch.pid || errno != EINTR)
+			reaped = 1;
+	}
+	kill(-ch.pid, SIGKILL);
+	close(ch.out);
+	close(ch.err);
+	if (s->error == NULL) {
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			char *nl = strchr(err, '\n');
+
+			if (nl != NULL)
+				*nl = '\0';
+			secret_fail(s, "%s failed (status %d)%s%.200s", s->argv[0],
+			    WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+			    err[0] ? ": " : "", err);
+		} else
+			secret_set(s, buf, off);
+	}
+	if (buf != NULL)
+		sodium_free(buf);
+}
+
 /* Load (or reload) a value. Store and command sources are handled by their modules. */
 void
 secret_load(struct secret_src *s, const struct config *c)
@@ -232,7 +335,6 @@ secret_load(struct secret_src *s, const struct config *c)
 	const char *v, *dir;
 	char *path;
 
-	(void)c;
 	if (s->value != NULL) {
 		sodium_free(s->value);
 		s->value = NULL;
@@ -266,8 +368,26 @@ secret_load(struct secret_src *s, const struct config *c)
 		free(path);
 		break;
 	case SECRET_STORE:
+		if (c == NULL || c->store == NULL) {
+			secret_fail(s, "%s", c != NULL && c->store_error != NULL ?
+			    c->store_error : "the secret store is not open");
+			break;
+		}
+		{
+			unsigned char *val;
+			size_t len;
+
+			if (store_get(c->store, s->arg, &val, &len) != 0) {
+				secret_fail(s, "no entry %s in the store (add it with `shimbridge "
+				    "secret set %s`)", s->arg, s->arg);
+				break;
+			}
+			secret_set(s, val, len);
+			sodium_free(val);
+		}
+		break;
 	case SECRET_COMMAND:
-		secret_fail(s, "source not supported by this build");
+		secret_run(s, c);
 		break;
 	}
 }
