@@ -259,6 +259,7 @@ redact_enc_url(const unsigned char *s, size_t n, const char *hex, unsigned char 
 		e[2] = hex[c & 15];
 		redact_put(out, &o, e, 3);
 	}
+	sodium_memzero(e, sizeof e);
 	return o;
 }
 
@@ -301,6 +302,7 @@ redact_enc_json(const unsigned char *s, size_t n, int flags, unsigned char *out)
 		e[0] = (char)c;
 		redact_put(out, &o, e, 1);
 	}
+	sodium_memzero(e, sizeof e);
 	return o;
 }
 
@@ -316,6 +318,7 @@ redact_enc_hex(const unsigned char *s, size_t n, const char *hex, unsigned char 
 		e[1] = hex[s[i] & 15];
 		redact_put(out, &o, e, 2);
 	}
+	sodium_memzero(e, sizeof e);
 	return o;
 }
 
@@ -923,8 +926,8 @@ fail:
 int
 redact_feed(struct redact *r, const void *in, size_t len, redact_sink sink, void *arg)
 {
-	if (len == 0)
-		return r->st.failed ? (errno = EIO, -1) : 0;
+	if (len == 0 && !r->st.failed)
+		return 0;
 	return redact_run(r->ac, &r->st, in, len, 0, sink, arg);
 }
 

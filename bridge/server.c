@@ -38,6 +38,7 @@
 #include "policy.h"
 #include "proto.h"
 #include "redact.h"
+#include "request.h"
 #include "secret.h"
 #include "server.h"
 #include "spawn.h"
@@ -607,114 +608,6 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 	return 0;
 }
 
-/* Check the forwarded environment: allowlisted names, bounded string values. */
-static int
-conn_check_env(json_t *env, const char **why)
-{
-	const char *k;
-	json_t *v;
-	size_t total = 0;
-
-	if (env == NULL)
-		return 0;
-	if (!json_is_object(env) || json_object_size(env) > REQ_MAX_ENV) {
-		*why = "env must be an object of at most 64 variables";
-		return -1;
-	}
-	json_object_foreach(env, k, v) {
-		if (!proto_env_allowed(k, strlen(k)) && strcmp(k, "GIT_PROTOCOL") != 0) {
-			*why = "env holds a variable outside the allowlist";
-			return -1;
-		}
-		if (!json_is_string(v) || json_string_length(v) > 1024) {
-			*why = "env values must be strings of at most 1024 bytes";
-			return -1;
-		}
-		total += strlen(k) + json_string_length(v) + 2;
-	}
-	if (total > REQ_MAX_ENV_BYTES) {
-		*why = "env too large";
-		return -1;
-	}
-	return 0;
-}
-
-/* Check argv: an array of bounded strings. */
-static int
-conn_check_argv(json_t *argv, const char **why)
-{
-	size_t i, total = 0;
-	json_t *v;
-
-	if (!json_is_array(argv) || json_array_size(argv) > REQ_MAX_ARGS) {
-		*why = "argv must be an array of at most 1024 strings";
-		return -1;
-	}
-	json_array_foreach(argv, i, v) {
-		if (!json_is_string(v)) {
-			*why = "argv entries must be strings";
-			return -1;
-		}
-		total += json_string_length(v) + 1;
-	}
-	if (total > REQ_MAX_ARG_BYTES) {
-		*why = "argv too large";
-		return -1;
-	}
-	return 0;
-}
-
-/* Check the shim's repository context: optional strings, bounded; pointers into ctx. */
-static int
-conn_check_context(json_t *ctx, struct policy_ctx *pc, const char **why)
-{
-	const char *k;
-	json_t *v;
-
-	if (ctx == NULL)
-		return 0;
-	if (!json_is_object(ctx) || json_object_size(ctx) > 2) {
-		*why = "context must be an object with remote_url and branch";
-		return -1;
-	}
-	json_object_foreach(ctx, k, v) {
-		if (!json_is_string(v) || json_string_length(v) > 1024) {
-			*why = "context values must be strings of at most 1024 bytes";
-			return -1;
-		}
-		if (strcmp(k, "remote_url") == 0)
-			pc->remote_url = json_string_value(v);
-		else if (strcmp(k, "branch") == 0)
-			pc->branch = json_string_value(v);
-		else {
-			*why = "unknown field in context";
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* Refuse unknown top-level request keys: deny by default applies to the protocol too. */
-static int
-conn_check_keys(json_t *req, const char *const *allowed, const char **why)
-{
-	const char *k;
-	json_t *v;
-	size_t i;
-
-	json_object_foreach(req, k, v) {
-		for (i = 0; allowed[i] != NULL; i++) {
-			if (strcmp(k, allowed[i]) == 0)
-				break;
-		}
-		if (allowed[i] == NULL) {
-			*why = "unknown field in request";
-			return -1;
-		}
-	}
-	return 0;
-}
-
 /* Count a session's requests in flight. */
 static int
 conn_session_running(const struct server *srv, const struct session *s)
@@ -763,13 +656,11 @@ conn_check_busy(struct conn *c)
 static void
 conn_op_run(struct conn *c, json_t *req)
 {
-	static const char *const keys[] = { "op", "tool", "argv", "cwd", "env", "context", NULL };
 	const char *why = NULL, *tname;
 	const struct tool *t;
 	struct policy_result pr;
 	struct policy_ctx pc;
 	struct envbuild *env = NULL;
-	json_t *jctx = json_object_get(req, "context");
 	json_t *jt = json_object_get(req, "tool"), *jargv = json_object_get(req, "argv");
 	json_t *jcwd = json_object_get(req, "cwd"), *jenv = json_object_get(req, "env");
 	char **argv = NULL, *cause = NULL, *msg = NULL, *summary;
@@ -778,13 +669,8 @@ conn_op_run(struct conn *c, json_t *req)
 
 	memset(&pr, 0, sizeof pr);
 	memset(&pc, 0, sizeof pc);
-	if (conn_check_context(jctx, &pc, &why) != 0 ||
-	    conn_check_keys(req, keys, &why) != 0 || !json_is_string(jt) ||
-	    json_string_length(jt) == 0 || json_string_length(jt) > REQ_MAX_NAME ||
-	    conn_check_argv(jargv, &why) != 0 || conn_check_env(jenv, &why) != 0 ||
-	    (jcwd != NULL && (!json_is_string(jcwd) || json_string_length(jcwd) > REQ_MAX_PATH ||
-	    json_string_value(jcwd)[0] != '/'))) {
-		conn_protocol_error(c, why != NULL ? why : "malformed run request");
+	if (request_check_run(req, &pc, &why) != 0) {
+		conn_protocol_error(c, why);
 		return;
 	}
 	tname = json_string_value(jt);
@@ -896,7 +782,7 @@ conn_op_git(struct conn *c, json_t *req)
 
 	memset(&g, 0, sizeof g);
 	c->tool = xstrdup("git");
-	if (conn_check_env(json_object_get(req, "env"), &why) != 0) {
+	if (request_check_env(json_object_get(req, "env"), &why) != 0) {
 		conn_protocol_error(c, why);
 		return;
 	}
