@@ -1149,6 +1149,7 @@ test_unseal_malformed(void **state)
 	free(cause);
 }
 
+/* Run every test, each in its own temporary directory. */
 int
 main(void)
 {
