@@ -993,10 +993,8 @@ config_open_store(struct config *c)
 	} else
 		kpath = xstrdup(c->store_key);
 	if (store_key_load(kpath, &key, &cause) != 0 ||
-	    store_load(c->store_path, key, 1, &c->store, &cause) != 0) {
-		xasprintf(&c->store_error, "secret store %s: %s", c->store_path, cause);
-		free(cause);
-	}
+	    store_load(c->store_path, key, 1, &c->store, &cause) != 0)
+		c->store_error = cause;	/* transferred; it names the file already */
 	if (key != NULL)
 		sodium_free(key);
 	free(kpath);
