@@ -15,7 +15,7 @@ log_init(int debug)
 }
 
 /* Print one line with a level prefix. */
-static void
+static void __attribute__((format(printf, 2, 0)))
 log_vline(const char *level, const char *fmt, va_list ap)
 {
 	fprintf(stderr, "shimbridged: %s", level);
