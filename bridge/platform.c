@@ -152,6 +152,62 @@ platform_no_new_privs(void)
 #endif
 }
 
+/* Parent-death signal; set after setuid, which clears it. */
+int
+platform_die_with_parent(pid_t parent)
+{
+#if defined(__linux__)
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		return -1;
+	/* The daemon may have died between fork and here. */
+	if (getppid() != parent)
+		_exit(127);
+#else
+	(void)parent;
+#endif
+	return 0;
+}
+
+/* Kill every process of a uid: run at start, the runner owns nothing legitimately then. */
+int
+platform_kill_uid(uid_t uid)
+{
+#if defined(__linux__)
+	char path[64], line[256];
+	struct dirent *de;
+	int killed = 0;
+	DIR *d;
+
+	if ((d = opendir("/proc")) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL) {
+		unsigned long ruid, euid;
+		long pid;
+		FILE *f;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		pid = strtol(de->d_name, NULL, 10);
+		snprintf(path, sizeof path, "/proc/%ld/status", pid);
+		if ((f = fopen(path, "re")) == NULL)
+			continue;
+		while (fgets(line, sizeof line, f) != NULL) {
+			if (sscanf(line, "Uid: %lu %lu", &ruid, &euid) == 2) {
+				if ((ruid == uid || euid == uid) && kill((pid_t)pid, SIGKILL) == 0)
+					killed++;
+				break;
+			}
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return killed;
+#else
+	(void)uid;
+	return 0;
+#endif
+}
+
 /* Sockets from systemd (LISTEN_PID/LISTEN_FDS, first fd 3). */
 int
 platform_listen_fds(int **fds, char **cause)

@@ -17,6 +17,10 @@ int	platform_subreaper(void);
 int	platform_kill_orphans(const pid_t *keep, size_t nkeep);
 /* In a freshly forked child: forbid gaining privileges through exec (no-new-privs). */
 int	platform_no_new_privs(void);
+/* In a child after the uid change: die with SIGKILL when the daemon dies. */
+int	platform_die_with_parent(pid_t parent);
+/* SIGKILL every process owned by uid (leftovers of a killed daemon's runner). */
+int	platform_kill_uid(uid_t uid);
 /* Sockets handed over by the service manager (systemd LISTEN_FDS or launchd); count or -1. */
 int	platform_listen_fds(int **fds, char **cause);
 /* Tell the service manager we are ready / reloading / stopping (no-op without one). */

@@ -1294,6 +1294,21 @@ server_refuse(int fd, const char *code, const char *message)
 	close(fd);
 }
 
+/* Open connections of a session, in any state. */
+static int
+server_session_conns(const struct server *srv, const struct session *s)
+{
+	const struct conn *c;
+	int n = 0;
+
+	TAILQ_FOREACH(c, &srv->conns, entry) {
+		if (c->session != NULL && strcmp(c->session->name, s->name) == 0 &&
+		    c->state != CONN_DEAD)
+			n++;
+	}
+	return n;
+}
+
 /* A new peer: credentials from the kernel, session from the config. */
 static void
 server_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
@@ -1328,6 +1343,14 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 		server_refuse(fd, ERR_UNAUTHORIZED, "this account is not a shimbridge sandbox "
 		    "session, so the bridge runs nothing for it. Ask the operator to add a "
 		    "session for this user (shimbridge session add).");
+		return;
+	}
+	if (s != NULL && server_session_conns(srv, s) >= (s->max_concurrent > 0 ?
+	    s->max_concurrent : srv->cfg->max_per_session)) {
+		srv->n_refused++;
+		server_refuse(fd, ERR_BUSY, "the bridge is busy: this session has as many "
+		    "connections open as it may. Nothing was run; wait for some commands to "
+		    "finish and try again.");
 		return;
 	}
 	if (srv->nconns >= srv->cfg->max_connections) {
@@ -1581,6 +1604,10 @@ server_run(struct config *cfg, const char *config_path, char **cause)
 		log_warnx("cannot become a subreaper: %s", strerror(errno));
 	if (server_mkdir(cfg->state_dir, 0755, cause) != 0)
 		return -1;
+	/* A killed daemon's children may linger: the runner owns nothing else now. */
+	if ((n = platform_kill_uid(cfg->runner_uid)) > 0)
+		log_warnx("killed %d leftover process%s of the runner %s", n, n == 1 ? "" : "es",
+		    cfg->runner);
 	xasprintf(&srv.scratch_dir, "%s/run", cfg->state_dir);
 	xasprintf(&srv.mirror_dir, "%s/mirrors", cfg->state_dir);
 	/* run/: traversable, not listable; every call gets an unguessable 0700 dir. */

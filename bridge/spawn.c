@@ -158,7 +158,7 @@ spawn_closefrom(int lowfd)
 
 /* In the child: become the runner with nothing inherited, then exec. */
 static void __attribute__((noreturn))
-spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status)
+spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status, pid_t parent)
 {
 	struct rlimit rl;
 	struct sigaction sa;
@@ -237,6 +237,8 @@ spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status)
 	}
 	if (platform_no_new_privs() != 0)
 		spawn_child_fail(status, "no_new_privs");
+	if (platform_die_with_parent(parent) != 0)
+		spawn_child_fail(status, "parent-death signal");
 	umask(077);
 	execve(r->path, r->argv, r->envp);
 	spawn_child_fail(status, r->path);
@@ -261,7 +263,7 @@ spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 	int st[2] = { -1, -1 }, i;
 	char msg[160];
 	ssize_t n;
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	memset(c, 0, sizeof *c);
 	c->pid = -1;
@@ -277,7 +279,7 @@ spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 	}
 	if (pid == 0) {
 		close(st[0]);
-		spawn_exec(r, pin[0], pout[1], perr[1], st[1]);
+		spawn_exec(r, pin[0], pout[1], perr[1], st[1], parent);
 	}
 	close(st[1]);
 	st[1] = -1;
