@@ -1,0 +1,127 @@
+/*
+ * shimbridge: the administrator's command line. One file per command family
+ * (secrets.c, sessions.c, ctl.c, check.c, auditview.c, mirrors.c), helpers for
+ * users and privilege dropping (users.c), a terminal relay (ptyrun.c) and small
+ * file-system and output helpers (adm.c).
+ */
+#ifndef SHIMBRIDGE_ADMIN_H
+#define SHIMBRIDGE_ADMIN_H
+
+#include <sys/types.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+/* Exit codes, documented in --help. */
+#define ADM_OK		0	/* success */
+#define ADM_FAIL	1	/* the operation failed (system error, daemon refused, ...) */
+#define ADM_INVALID	2	/* not found or invalid (unknown name, invalid config, check found problems) */
+#define ADM_USAGE	64	/* bad command line */
+
+#define ADM_CONFIG	"/etc/shimbridge/config.json"
+#define ADM_STORE	"/etc/shimbridge/secrets.store"
+#define ADM_KEY		"/etc/shimbridge/store.key"
+#define ADM_SHIM_DIR	"/usr/local/libexec/shimbridge/shims"
+#define ADM_SOCKET	"/run/shimbridge/bridge.sock"	/* the daemon's default */
+#define ADM_AUDIT	"/var/log/shimbridge/audit.log"
+#define ADM_STATE	"/var/lib/shimbridge"
+
+/* Global options, shared by every command. */
+struct admin {
+	const char	*config;	/* -c: main config file */
+	const char	*store;		/* --store */
+	const char	*key;		/* --key */
+	const char	*shim_dir;	/* --shim-dir */
+};
+
+/* Paths read from a config file without validating it (so they work on a broken one). */
+struct adm_paths {
+	char	*socket;
+	char	*audit;
+	char	*state;
+	char	*sessions_dir;
+	char	*group;		/* socket group, or NULL */
+};
+
+/* adm.c: options, output and file-system helpers. */
+/* Handle a global option seen inside a command; 1 if it was one. */
+int	 adm_global_opt(struct admin *, int ch, const char *arg);
+/* Reset getopt so a command can parse its own arguments from argv[0] = command word. */
+void	 adm_getopt_reset(void);
+/* Read main-config paths leniently (defaults for what is missing). 0, or -1 and *cause. */
+int	 adm_paths_load(const char *config, struct adm_paths *, char **cause);
+void	 adm_paths_free(struct adm_paths *);
+/* Print s with control characters and invalid bytes shown as \xNN (audit data is hostile). */
+void	 adm_puts_safe(FILE *, const char *s);
+/* The same into a new string. */
+char	*adm_safe(const char *s);
+/* Join argv as a shell-like quoted line, with adm_safe escaping. */
+char	*adm_argv_join(json_t *argv);
+/* Human-readable size: 1.2M. */
+void	 adm_human_size(unsigned long long bytes, char *buf, size_t len);
+/* Replace dir/name atomically with data (O_EXCL temp, fsync, rename, fsync dir). */
+int	 adm_write_atomic(const char *dir, const char *name, const char *data, size_t len,
+	    mode_t mode, char **cause);
+/* Create dir (one level) as a root-owned directory with mode unless it exists. */
+int	 adm_mkdir_root(const char *path, mode_t mode, char **cause);
+/* Run argv (absolute path) with a clean environment and wait; exit status or -1. */
+int	 adm_run(char *const argv[], int quiet);
+/* Whether a name is a valid config name: 1-64 of [A-Za-z0-9_.-], not starting with . or -. */
+int	 adm_valid_name(const char *);
+/* Whether s is OWNER/NAME with GitHub's characters. */
+int	 adm_valid_repo(const char *);
+/* Default shim directory: next to this binary's prefix when installed, else ADM_SHIM_DIR. */
+const char *adm_default_shim_dir(void);
+
+/* ctl.c: talking to the running daemon. */
+/* Ask the daemon for its status (root only). 0 and *out, or -1 and *cause. */
+int	 ctl_status(const char *socket, json_t **out, char **cause);
+/* SIGHUP the daemon and wait for its verdict; prints what happened. ADM_* code. */
+int	 ctl_reload(const struct admin *, int quiet_if_down);
+int	 ctl_cmd_status(struct admin *, int argc, char **argv);
+int	 ctl_cmd_reload(struct admin *, int argc, char **argv);
+
+/* secrets.c */
+int	 secrets_cmd(struct admin *, int argc, char **argv);
+/* sessions.c */
+int	 sessions_cmd(struct admin *, int argc, char **argv);
+/* check.c */
+int	 check_cmd(struct admin *, int argc, char **argv);
+/* auditview.c */
+int	 auditview_cmd(struct admin *, int argc, char **argv);
+/* mirrors.c */
+int	 mirrors_cmd(struct admin *, int argc, char **argv);
+
+/* users.c: accounts and identity switching. */
+struct users_id {
+	char	*name;
+	uid_t	 uid;
+	gid_t	 gid;
+	char	*home;
+	char	*shell;
+};
+/* Look a user up by name; 0 and *id (users_id_free), -1 if there is no such user. */
+int	 users_lookup(const char *name, struct users_id *id);
+void	 users_id_free(struct users_id *);
+/* Become id for good: supplementary groups, gid, uid, all verified. 0 or -1 and *cause. */
+int	 users_become(const struct users_id *, char **cause);
+/* Close every fd from lowfd up. */
+void	 users_closefrom(int lowfd);
+/* SIGKILL every process of uid until none is left; returns how many remain (0 = done). */
+int	 users_kill_all(uid_t uid);
+/* Run fn(arg) in a child that has become id; its return value is the child's exit status. */
+int	 users_run_as(const struct users_id *, int (*fn)(void *), void *arg);
+/*
+ * Run file (searched in envp's PATH unless it holds a '/') with argv as id in dir: through a pseudo-terminal when stdin is a
+ * terminal (the caller's terminal is never handed over), else directly in a new
+ * session. Returns the command's wait status as an exit code (128 + signal).
+ */
+int	 users_exec(const struct users_id *, const char *dir, const char *file,
+	    char *const argv[], char *const envp[]);
+
+/* ptyrun.c: the terminal relay used by users_exec. */
+int	 ptyrun(const struct users_id *, const char *dir, const char *file,
+	    char *const argv[], char *const envp[]);
+
+#endif

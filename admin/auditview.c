@@ -1,0 +1,230 @@
+/*
+ * shimbridge audit: the audit log's JSON lines as a table. Much of a record comes
+ * from a sandbox (argv, cwd, reasons quoting it), so everything printed goes
+ * through adm_safe: no escape sequence reaches the administrator's terminal.
+ */
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "admin.h"
+#include "util.h"
+
+#define AUDITVIEW_POLL_MS	250
+
+/* A string member or NULL. */
+static const char *
+auditview_str(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* The outcome column of a record. */
+static char *
+auditview_result(json_t *o, const char *event)
+{
+	const char *reason = auditview_str(o, "reason"), *rule = auditview_str(o, "rule");
+	json_t *v;
+	char *r;
+
+	if (strcmp(event, "done") == 0) {
+		char extra[64] = "";
+
+		if (json_is_number(v = json_object_get(o, "duration")))
+			snprintf(extra, sizeof extra, " in %.2fs", json_number_value(v));
+		if (auditview_str(o, "killed") != NULL)
+			xasprintf(&r, "killed (%s)%s", auditview_str(o, "killed"), extra);
+		else if (auditview_str(o, "signal") != NULL)
+			xasprintf(&r, "signal %s%s", auditview_str(o, "signal"), extra);
+		else if (json_is_integer(v = json_object_get(o, "exit")))
+			xasprintf(&r, "exit %lld%s", (long long)json_integer_value(v), extra);
+		else
+			xasprintf(&r, "done%s", extra);
+		return r;
+	}
+	if (strcmp(event, "reload") == 0) {
+		if (json_is_true(json_object_get(o, "ok")))
+			xasprintf(&r, "ok, config version %s",
+			    auditview_str(o, "config_version") != NULL ?
+			    auditview_str(o, "config_version") : "?");
+		else
+			xasprintf(&r, "rejected: %s", reason != NULL ? reason : "?");
+		return r;
+	}
+	if (strcmp(event, "allowed") == 0)
+		return xstrdup(rule != NULL ? rule : "");
+	if (reason != NULL)
+		return xstrdup(reason);
+	return xstrdup("");
+}
+
+/* Print one record (a raw line when it is not JSON). */
+static void
+auditview_line(const char *line, size_t len, const char *session)
+{
+	json_t *o = json_loadb(line, len, 0, NULL);
+	const char *time, *sess, *event, *tool;
+	char *argv, *result, *row, who[96];
+
+	if (o == NULL || !json_is_object(o)) {
+		json_decref(o);
+		if (session != NULL)
+			return;
+		row = xstrndup(line, len);
+		row[strcspn(row, "\n")] = '\0';
+		fputs("? ", stdout);
+		adm_puts_safe(stdout, row);
+		putchar('\n');
+		free(row);
+		return;
+	}
+	sess = auditview_str(o, "session");
+	if (session != NULL && (sess == NULL || strcmp(sess, session) != 0)) {
+		json_decref(o);
+		return;
+	}
+	time = auditview_str(o, "time");
+	event = auditview_str(o, "event");
+	tool = auditview_str(o, "tool");
+	if (event == NULL)
+		event = "?";
+	argv = adm_argv_join(json_object_get(o, "argv"));
+	result = auditview_result(o, event);
+	if (sess == NULL && json_is_integer(json_object_get(o, "uid")) &&
+	    strcmp(event, "reload") != 0)
+		snprintf(who, sizeof who, "uid %lld",
+		    (long long)json_integer_value(json_object_get(o, "uid")));
+	else
+		snprintf(who, sizeof who, "%s", sess != NULL ? sess : "-");
+	xasprintf(&row, "%-24s %-12s %-14s %-6s %s%s%s", time != NULL ? time : "?", who,
+	    event, tool != NULL ? tool : "-", argv, *argv != '\0' ? "  => " : "", result);
+	adm_puts_safe(stdout, row);
+	putchar('\n');
+	free(row);
+	free(argv);
+	free(result);
+	json_decref(o);
+}
+
+/* Sleep a little between polls. */
+static void
+auditview_nap(void)
+{
+	struct timespec ts = { 0, AUDITVIEW_POLL_MS * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* shimbridge audit [--session S] [--follow] [--file PATH] */
+int
+auditview_cmd(struct admin *a, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "session", required_argument, NULL, 's' },
+		{ "follow", no_argument, NULL, 'f' },
+		{ "file", required_argument, NULL, 'F' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *session = NULL, *file = NULL;
+	struct adm_paths p;
+	struct stat st;
+	char *line = NULL, *cause = NULL, *path;
+	size_t cap = 0, pend = 0;
+	char *partial = NULL;
+	ino_t ino;
+	FILE *f;
+	int ch, follow = 0;
+
+	adm_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "c:s:f", longopts, NULL)) != -1) {
+		if (ch == 's')
+			session = optarg;
+		else if (ch == 'f')
+			follow = 1;
+		else if (ch == 'F')
+			file = optarg;
+		else if (!adm_global_opt(a, ch, optarg))
+			goto usage;
+	}
+	if (optind != argc)
+		goto usage;
+	memset(&p, 0, sizeof p);
+	if (file == NULL) {
+		if (adm_paths_load(a->config, &p, &cause) != 0) {
+			fprintf(stderr, "shimbridge: %s\n", cause);
+			free(cause);
+			return ADM_INVALID;
+		}
+		path = xstrdup(p.audit);
+	} else
+		path = xstrdup(file);
+	adm_paths_free(&p);
+	if ((f = fopen(path, "re")) == NULL) {
+		fprintf(stderr, "shimbridge: cannot open the audit log %s: %s\n", path,
+		    strerror(errno));
+		free(path);
+		return errno == ENOENT ? ADM_INVALID : ADM_FAIL;
+	}
+	ino = fstat(fileno(f), &st) == 0 ? st.st_ino : 0;
+	if (follow)
+		setvbuf(stdout, NULL, _IOLBF, 0);
+	for (;;) {
+		ssize_t n;
+
+		while ((n = getline(&line, &cap, f)) > 0) {
+			if (line[n - 1] != '\n') {
+				/* A line still being written: keep it for the next round. */
+				partial = xreallocarray(partial, pend + (size_t)n + 1, 1);
+				memcpy(partial + pend, line, (size_t)n);
+				pend += (size_t)n;
+				partial[pend] = '\0';
+				continue;
+			}
+			if (pend > 0) {
+				partial = xreallocarray(partial, pend + (size_t)n + 1, 1);
+				memcpy(partial + pend, line, (size_t)n + 1);
+				auditview_line(partial, pend + (size_t)n, session);
+				pend = 0;
+			} else
+				auditview_line(line, (size_t)n, session);
+		}
+		if (!follow)
+			break;
+		clearerr(f);
+		auditview_nap();
+		/* Rotated (a new file at the path) or truncated: start over on it. */
+		if (stat(path, &st) == 0 && (st.st_ino != ino || st.st_size < ftello(f))) {
+			FILE *nf = fopen(path, "re");
+
+			if (nf != NULL) {
+				fclose(f);
+				f = nf;
+				ino = st.st_ino;
+				pend = 0;
+			}
+		}
+	}
+	if (pend > 0 && session == NULL)
+		auditview_line(partial, pend, session);
+	fclose(f);
+	free(line);
+	free(partial);
+	free(path);
+	return ADM_OK;
+usage:
+	fprintf(stderr, "usage: shimbridge audit [--session NAME] [--follow] [--file PATH]\n");
+	return ADM_USAGE;
+}

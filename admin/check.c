@@ -1,0 +1,441 @@
+/*
+ * shimbridge check: the config as the daemon loads it (with its warnings), then
+ * the machine around it: users, socket, directories, tools, the secret store.
+ */
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <libgen.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "admin.h"
+#include "config.h"
+#include "store.h"
+#include "util.h"
+
+#define CHECK_VERSION_TIMEOUT	10	/* seconds for a tool's --version */
+
+static int check_failures;
+
+/* Print one finding: "ok", "warning" or "FAIL", then the message. */
+static void __attribute__((format(printf, 2, 3)))
+check_say(const char *level, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	printf("%-8s ", level);
+	adm_puts_safe(stdout, msg);
+	putchar('\n');
+	free(msg);
+	if (strcmp(level, "FAIL") == 0)
+		check_failures++;
+}
+
+/* A directory that must be root's and writable by nobody else; mode checked if want != 0. */
+static void
+check_root_dir(const char *what, const char *path, mode_t want, int may_be_missing)
+{
+	struct stat st;
+
+	if (lstat(path, &st) != 0) {
+		if (errno == ENOENT && may_be_missing)
+			check_say("warning", "%s %s does not exist yet (created at start)", what,
+			    path);
+		else
+			check_say("FAIL", "%s %s: %s", what, path, strerror(errno));
+		return;
+	}
+	if (!S_ISDIR(st.st_mode))
+		check_say("FAIL", "%s %s is not a directory", what, path);
+	else if (st.st_uid != 0)
+		check_say("FAIL", "%s %s is owned by uid %u, not root", what, path,
+		    (unsigned)st.st_uid);
+	else if (st.st_mode & (S_IWGRP | S_IWOTH))
+		check_say("FAIL", "%s %s is writable by group or others (mode %04o)", what,
+		    path, (unsigned)(st.st_mode & 07777));
+	else if (want != 0 && (st.st_mode & 07777) != want)
+		check_say("warning", "%s %s has mode %04o (expected %04o)", what, path,
+		    (unsigned)(st.st_mode & 07777), (unsigned)want);
+	else
+		check_say("ok", "%s %s (mode %04o)", what, path, (unsigned)(st.st_mode & 07777));
+}
+
+/* Run "path --version" as the runner, clean environment, bounded; first output line. */
+static char *
+check_version(const char *path, uid_t uid, gid_t gid)
+{
+	static char *const envp[] = { "PATH=/usr/bin:/bin", "HOME=/nonexistent",
+	    "LC_ALL=C", "GH_NO_UPDATE_NOTIFIER=1", NULL };
+	char buf[512], *nl;
+	size_t len = 0;
+	time_t deadline;
+	int p[2], status;
+	pid_t pid;
+
+	if (pipe(p) != 0)
+		return NULL;
+	fflush(stdout);
+	if ((pid = fork()) < 0) {
+		close(p[0]);
+		close(p[1]);
+		return NULL;
+	}
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDONLY);
+
+		(void)setsid();
+		if (fd >= 0)
+			dup2(fd, 0);
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		users_closefrom(3);
+		if (chdir("/") != 0 || setgroups(0, NULL) != 0 ||
+		    setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0)
+			_exit(126);
+		execve(path, (char *const[]){ (char *)path, "--version", NULL }, envp);
+		_exit(127);
+	}
+	close(p[1]);
+	deadline = time(NULL) + CHECK_VERSION_TIMEOUT;
+	for (;;) {
+		struct pollfd pfd = { p[0], POLLIN, 0 };
+		ssize_t n;
+
+		if (time(NULL) >= deadline) {
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&pfd, 1, 200) <= 0)
+			continue;
+		if (len >= sizeof buf - 1)
+			break;
+		n = read(p[0], buf + len, sizeof buf - 1 - len);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(p[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	buf[len] = '\0';
+	if ((nl = strchr(buf, '\n')) != NULL)
+		*nl = '\0';
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || buf[0] == '\0')
+		return NULL;
+	return xstrdup(buf);
+}
+
+/* An executable the daemon runs: root-owned, nobody else may write it. */
+static void
+check_exec(const char *what, const char *path, const struct config *c, int version)
+{
+	struct stat st;
+	char *v;
+
+	if (stat(path, &st) != 0) {
+		check_say("FAIL", "%s %s: %s", what, path, strerror(errno));
+		return;
+	}
+	if (!S_ISREG(st.st_mode) || (st.st_mode & 0111) == 0) {
+		check_say("FAIL", "%s %s is not an executable file", what, path);
+		return;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		check_say("FAIL", "%s %s is writable by group or others", what, path);
+		return;
+	}
+	if (st.st_uid != 0) {
+		check_say("warning", "%s %s is owned by uid %u, who can change what runs",
+		    what, path, (unsigned)st.st_uid);
+		return;
+	}
+	if (!version) {
+		check_say("ok", "%s %s", what, path);
+		return;
+	}
+	if ((v = check_version(path, c->runner_uid, c->runner_gid)) == NULL)
+		check_say("FAIL", "%s %s --version failed when run as %s", what, path,
+		    c->runner);
+	else
+		check_say("ok", "%s %s: %s", what, path, v);
+	free(v);
+}
+
+/* Whether user (name, primary gid) is a member of gid. */
+static int
+check_in_group(const char *user, gid_t primary, gid_t gid)
+{
+	gid_t groups[256];
+	int n = 256, i;
+
+	if (primary == gid)
+		return 1;
+	if (getgrouplist(user, primary, groups, &n) < 0)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (groups[i] == gid)
+			return 1;
+	}
+	return 0;
+}
+
+/* Users: the runner and every session's account. */
+static void
+check_users(const struct config *c)
+{
+	struct passwd *pw;
+	size_t i;
+
+	if ((pw = getpwnam(c->runner)) != NULL) {
+		if (strstr(pw->pw_shell, "nologin") == NULL && strstr(pw->pw_shell, "false") == NULL)
+			check_say("warning", "runner %s has a login shell (%s)", c->runner,
+			    pw->pw_shell);
+		else
+			check_say("ok", "runner %s (uid %u)", c->runner, (unsigned)pw->pw_uid);
+		if (c->socket_group != NULL && check_in_group(pw->pw_name, pw->pw_gid,
+		    c->socket_gid))
+			check_say("FAIL", "runner %s is in the socket group %s: tools could "
+			    "call the bridge", c->runner, c->socket_group);
+	}
+	for (i = 0; i < c->nsessions; i++) {
+		const struct session *s = &c->sessions[i];
+		struct stat st;
+
+		if ((pw = getpwuid(s->uid)) == NULL) {
+			check_say("warning", "session %s: uid %u has no passwd entry", s->name,
+			    (unsigned)s->uid);
+			continue;
+		}
+		if (c->socket_group != NULL && !check_in_group(pw->pw_name, pw->pw_gid,
+		    c->socket_gid))
+			check_say("FAIL", "session %s: %s is not in the socket group %s and "
+			    "cannot reach the bridge", s->name, pw->pw_name, c->socket_group);
+		else
+			check_say("ok", "session %s: user %s (uid %u)", s->name, pw->pw_name,
+			    (unsigned)s->uid);
+		if (s->workspace != NULL && (stat(s->workspace, &st) != 0 ||
+		    st.st_uid != s->uid))
+			check_say("warning", "session %s: workspace %s is not owned by %s",
+			    s->name, s->workspace, pw->pw_name);
+	}
+}
+
+/* The socket's directory and, when it exists, the socket itself. */
+static void
+check_socket(const struct config *c)
+{
+	char *copy = xstrdup(c->socket_path);
+	struct stat st;
+
+	check_root_dir("socket directory", dirname(copy), 0, 1);
+	free(copy);
+	if (lstat(c->socket_path, &st) != 0) {
+		check_say("warning", "socket %s does not exist (shimbridged not running?)",
+		    c->socket_path);
+		return;
+	}
+	if (!S_ISSOCK(st.st_mode))
+		check_say("FAIL", "socket %s is not a socket", c->socket_path);
+	else if (st.st_uid != 0 || (c->socket_group != NULL && st.st_gid != c->socket_gid))
+		check_say("FAIL", "socket %s is owned by %u:%u, expected root:%s",
+		    c->socket_path, (unsigned)st.st_uid, (unsigned)st.st_gid,
+		    c->socket_group != NULL ? c->socket_group : "root");
+	else if ((int)(st.st_mode & 0777) != c->socket_mode)
+		check_say("FAIL", "socket %s has mode %04o, expected %04o", c->socket_path,
+		    (unsigned)(st.st_mode & 0777), (unsigned)c->socket_mode);
+	else
+		check_say("ok", "socket %s (mode %04o)", c->socket_path,
+		    (unsigned)(st.st_mode & 0777));
+}
+
+/* Audit log file and directory, state directory. */
+static void
+check_dirs(const struct config *c)
+{
+	char *copy = xstrdup(c->audit_path);
+	struct stat st;
+
+	check_root_dir("audit directory", dirname(copy), 0, 0);
+	free(copy);
+	if (lstat(c->audit_path, &st) == 0) {
+		if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077))
+			check_say("FAIL", "audit log %s must be a root-owned file without group "
+			    "or other access (mode %04o)", c->audit_path,
+			    (unsigned)(st.st_mode & 07777));
+		else
+			check_say("ok", "audit log %s", c->audit_path);
+	}
+	check_root_dir("state directory", c->state_dir, 0755, 0);
+}
+
+/* Tools of the config: executable, and --version for gh and git. */
+static void
+check_tools(const struct config *c)
+{
+	char *what;
+	size_t i;
+
+	for (i = 0; i < c->ntools; i++) {
+		xasprintf(&what, "tool %s", c->tools[i].name);
+		check_exec(what, c->tools[i].path, c,
+		    c->tools[i].profile == PROFILE_GH || strcmp(c->tools[i].name, "gh") == 0 ||
+		    strcmp(c->tools[i].name, "git") == 0);
+		free(what);
+	}
+	if (c->git_path != NULL)
+		check_exec("git", c->git_path, c, 1);
+	if (c->git_helper != NULL)
+		check_exec("git helper", c->git_helper, c, 0);
+}
+
+/* The secret store: key and file permissions, and that the key opens the store. */
+static void
+check_store(const struct admin *a)
+{
+	unsigned char *key = NULL;
+	struct store *st = NULL;
+	char *cause = NULL;
+
+	if (access(a->key, F_OK) != 0) {
+		check_say("ok", "no secret store key at %s (secret init makes one)", a->key);
+		return;
+	}
+	if (store_key_load(a->key, &key, &cause) != 0) {
+		check_say("FAIL", "%s", cause);
+		free(cause);
+		return;
+	}
+	if (access(a->store, F_OK) != 0)
+		check_say("ok", "store key %s; no store at %s yet", a->key, a->store);
+	else if (store_load(a->store, key, 0, &st, &cause) != 0) {
+		check_say("FAIL", "%s", cause);
+		free(cause);
+	} else
+		check_say("ok", "secret store %s: %zu secrets", a->store, store_count(st));
+	store_free(st);
+	sodium_free(key);
+}
+
+/* The shim directory sessions get in PATH. */
+static void
+check_shims(const struct admin *a)
+{
+	static const char *const names[] = { "shimbridge-shim", "gh", "git-remote-shimbridge",
+	    NULL };
+	char *path;
+	size_t i;
+
+	for (i = 0; names[i] != NULL; i++) {
+		xasprintf(&path, "%s/%s", a->shim_dir, names[i]);
+		if (access(path, X_OK) != 0)
+			check_say("warning", "shim %s: %s", path, strerror(errno));
+		else if (i == 0)
+			check_say("ok", "shims in %s", a->shim_dir);
+		free(path);
+	}
+}
+
+/* The running daemon, compared with the config on disk. */
+static void
+check_daemon(const struct config *c)
+{
+	json_t *st = NULL, *v;
+	char *cause = NULL;
+
+	if (ctl_status(c->socket_path, &st, &cause) != 0) {
+		check_say("warning", "%s", cause);
+		free(cause);
+		return;
+	}
+	v = json_object_get(st, "config_version");
+	if (json_is_string(v) && strcmp(json_string_value(v), c->version) != 0)
+		check_say("warning", "shimbridged (pid %lld) runs config version %s; the files "
+		    "are version %s: run shimbridge reload",
+		    (long long)json_integer_value(json_object_get(st, "pid")),
+		    json_string_value(v), c->version);
+	else
+		check_say("ok", "shimbridged running (pid %lld), config version %s",
+		    (long long)json_integer_value(json_object_get(st, "pid")), c->version);
+	json_decref(st);
+}
+
+/* shimbridge check [--no-secrets] */
+int
+check_cmd(struct admin *a, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "store", required_argument, NULL, 0x100 },
+		{ "key", required_argument, NULL, 0x101 },
+		{ "shim-dir", required_argument, NULL, 0x102 },
+		{ "no-secrets", no_argument, NULL, 'N' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct config *c;
+	char *cause = NULL;
+	int ch, no_secrets = 0;
+	size_t i;
+
+	adm_getopt_reset();
+	while ((ch = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
+		if (ch == 'N')
+			no_secrets = 1;
+		else if (!adm_global_opt(a, ch, optarg)) {
+			fprintf(stderr, "usage: shimbridge check [--no-secrets]\n");
+			return ADM_USAGE;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "usage: shimbridge check [--no-secrets]\n");
+		return ADM_USAGE;
+	}
+	check_failures = 0;
+	if (sodium_init() < 0) {
+		fprintf(stderr, "shimbridge: libsodium failed to initialise\n");
+		return ADM_FAIL;
+	}
+	if ((c = config_load(a->config, no_secrets, &cause)) == NULL) {
+		check_say("FAIL", "config %s", cause);
+		free(cause);
+		printf("1 problem: the configuration is invalid; shimbridged would refuse it\n");
+		return ADM_INVALID;
+	}
+	check_say("ok", "config %s: version %s, %zu tools, %zu sessions, %zu secrets",
+	    a->config, c->version, c->ntools, c->nsessions, c->nsecrets);
+	for (i = 0; i < c->nwarnings; i++)
+		check_say("warning", "%s", c->warnings[i]);
+	check_users(c);
+	check_socket(c);
+	check_dirs(c);
+	check_tools(c);
+	check_store(a);
+	check_shims(a);
+	check_daemon(c);
+	config_unref(c);
+	if (check_failures > 0) {
+		printf("%d problem%s found\n", check_failures, check_failures == 1 ? "" : "s");
+		return ADM_INVALID;
+	}
+	printf("no problems found\n");
+	return ADM_OK;
+}

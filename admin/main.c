@@ -1,0 +1,138 @@
+/* shimbridge: the administrator's command line. Parses global options, dispatches. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "proto.h"
+#include "util.h"
+
+/* Print usage. */
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: shimbridge [-c CONFIG] COMMAND [ARGS]\n"
+	    "       shimbridge --help | --version\n"
+	    "\n"
+	    "Administer shimbridge: secrets, sandbox sessions and the daemon shimbridged.\n"
+	    "Run as root.\n"
+	    "\n"
+	    "Commands:\n"
+	    "  status [--json]            whether shimbridged runs; version, config version,\n"
+	    "                             sessions, requests in flight, counters\n"
+	    "  check [--no-secrets]       validate the config as the daemon would, then users,\n"
+	    "                             socket, directories, tools (--version), store, shims\n"
+	    "  reload                     SIGHUP the daemon and report whether it took the new\n"
+	    "                             config (a rejected one is named with its audit line)\n"
+	    "  audit [--session S] [--follow] [--file PATH]\n"
+	    "                             the audit log, one readable line per record\n"
+	    "  secret init                create the store key file if it is missing\n"
+	    "  secret set NAME            store a secret; the value is read from standard input\n"
+	    "                             (one trailing newline dropped; never from argv)\n"
+	    "  secret list                secret names, one a line (never values)\n"
+	    "  secret rm NAME             delete a secret\n"
+	    "  session add NAME [--user USER] [--workspace DIR] [--tools gh,git]\n"
+	    "              [--repo OWNER/NAME]... [--shim-dir DIR] [--no-reload]\n"
+	    "                             create a locked system user (default sb-NAME), its\n"
+	    "                             home and workspace (0700), PATH and git config, and\n"
+	    "                             sessions.d/NAME.json; then reload the daemon\n"
+	    "  session list [--json]      sessions with user, uid, tools, repos, running\n"
+	    "  session remove NAME [--keep-workspace]\n"
+	    "                             kill the user's processes, delete the user (only if\n"
+	    "                             session add created it), its home and the drop-in\n"
+	    "  session exec NAME [--] [CMD...]\n"
+	    "                             run CMD (default: a login shell) as the session user\n"
+	    "                             in its workspace with a clean environment; exits with\n"
+	    "                             CMD's status. On a terminal it gets its own pty.\n"
+	    "  mirror list [--session S]  git mirrors with size and last change\n"
+	    "  mirror prune [--session S] [--older-than DAYS]\n"
+	    "                             delete mirrors (they are caches)\n"
+	    "\n"
+	    "Options (before or after the command):\n"
+	    "  -c, --config PATH  main config file (default " ADM_CONFIG ")\n"
+	    "  --store PATH       secret store (default " ADM_STORE ")\n"
+	    "  --key PATH         store key file (default " ADM_KEY ")\n"
+	    "  --shim-dir DIR     shim directory put first in session PATHs\n"
+	    "                     (default PREFIX/libexec/shimbridge/shims)\n"
+	    "  --no-reload        secret set/rm, session add/remove: do not reload the daemon\n"
+	    "\n"
+	    "Exit codes: 0 ok; 1 failure (system error, daemon not running or reload\n"
+	    "rejected); 2 not found or invalid (unknown session or secret, invalid config,\n"
+	    "check found problems); 64 usage. session exec exits with the command's status.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "store", required_argument, NULL, 0x100 },
+		{ "key", required_argument, NULL, 0x101 },
+		{ "shim-dir", required_argument, NULL, 0x102 },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct admin a;
+	const char *cmd;
+	int ch;
+
+	util_progname = "shimbridge";
+	memset(&a, 0, sizeof a);
+	a.config = ADM_CONFIG;
+	a.store = ADM_STORE;
+	a.key = ADM_KEY;
+	a.shim_dir = NULL;
+	/* '+': stop at the command word; each command parses what follows it. */
+	while ((ch = getopt_long(argc, argv, "+c:hV", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			usage(stdout);
+			return ADM_OK;
+		case 'V':
+			printf("shimbridge %s (protocol %d)\n", SHIMBRIDGE_VERSION, PROTO_VERSION);
+			return ADM_OK;
+		default:
+			if (!adm_global_opt(&a, ch, optarg)) {
+				usage(stderr);
+				return ADM_USAGE;
+			}
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1) {
+		usage(stderr);
+		return ADM_USAGE;
+	}
+	if (a.shim_dir == NULL)
+		a.shim_dir = adm_default_shim_dir();
+	cmd = argv[0];
+	if (strcmp(cmd, "help") == 0) {
+		usage(stdout);
+		return ADM_OK;
+	}
+	if (geteuid() != 0 && strcmp(cmd, "audit") != 0) {
+		fprintf(stderr, "shimbridge: %s must run as root\n", cmd);
+		return ADM_FAIL;
+	}
+	if (strcmp(cmd, "status") == 0)
+		return ctl_cmd_status(&a, argc, argv);
+	if (strcmp(cmd, "reload") == 0)
+		return ctl_cmd_reload(&a, argc, argv);
+	if (strcmp(cmd, "check") == 0)
+		return check_cmd(&a, argc, argv);
+	if (strcmp(cmd, "audit") == 0)
+		return auditview_cmd(&a, argc, argv);
+	if (strcmp(cmd, "secret") == 0 || strcmp(cmd, "secrets") == 0)
+		return secrets_cmd(&a, argc, argv);
+	if (strcmp(cmd, "session") == 0 || strcmp(cmd, "sessions") == 0)
+		return sessions_cmd(&a, argc, argv);
+	if (strcmp(cmd, "mirror") == 0 || strcmp(cmd, "mirrors") == 0)
+		return mirrors_cmd(&a, argc, argv);
+	fprintf(stderr, "shimbridge: unknown command %s (see shimbridge --help)\n", cmd);
+	return ADM_USAGE;
+}
