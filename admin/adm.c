@@ -71,7 +71,7 @@ int
 adm_paths_load(const char *config, struct adm_paths *p, char **cause)
 {
 	json_error_t je;
-	json_t *root, *sock;
+	json_t *root, *sock, *st;
 	char *copy;
 
 	memset(p, 0, sizeof *p);
@@ -87,6 +87,10 @@ adm_paths_load(const char *config, struct adm_paths *p, char **cause)
 	p->group = adm_json_str(sock, "group", NULL);
 	p->audit = adm_json_str(root, "audit_log", ADM_AUDIT);
 	p->state = adm_json_str(root, "state_dir", ADM_STATE);
+	st = json_object_get(root, "store");
+	p->store = adm_json_str(st, "path", ADM_STORE);
+	p->key = json_is_string(json_object_get(st, "key_credential")) ? NULL :
+	    adm_json_str(st, "key", ADM_KEY);
 	copy = xstrdup(config);
 	xasprintf(&p->sessions_dir, "%s/sessions.d", dirname(copy));
 	free(copy);
@@ -107,6 +111,8 @@ adm_paths_free(struct adm_paths *p)
 	free(p->state);
 	free(p->sessions_dir);
 	free(p->group);
+	free(p->store);
+	free(p->key);
 	memset(p, 0, sizeof *p);
 }
 
@@ -232,6 +238,39 @@ adm_argv_join(json_t *argv)
 		out = tmp;
 	}
 	return out;
+}
+
+/*
+ * Store and key paths: options first, then the config's "store" section, then the
+ * defaults. The strings live until exit (the command is short-lived).
+ */
+void
+adm_store_paths(struct admin *a)
+{
+	struct adm_paths p;
+	char *cause = NULL;
+
+	if (a->store != NULL && a->key != NULL)
+		return;
+	if (adm_paths_load(a->config, &p, &cause) != 0) {
+		free(cause);
+		if (a->store == NULL)
+			a->store = ADM_STORE;
+		if (a->key == NULL)
+			a->key = ADM_KEY;
+		return;
+	}
+	if (a->store == NULL)
+		a->store = xstrdup(p.store);
+	if (a->key == NULL) {
+		if (p.key == NULL) {
+			fprintf(stderr, "shimbridge: the config reads the store key from a systemd "
+			    "credential; pass --key PATH to reach it\n");
+			a->key = ADM_KEY;
+		} else
+			a->key = xstrdup(p.key);
+	}
+	adm_paths_free(&p);
 }
 
 /* 1536 -> "1.5K". */

@@ -30,8 +30,8 @@
 /* Global options, shared by every command. */
 struct admin {
 	const char	*config;	/* -c: main config file */
-	const char	*store;		/* --store */
-	const char	*key;		/* --key */
+	const char	*store;		/* --store, else the config's store.path, else ADM_STORE */
+	const char	*key;		/* --key, else the config's store.key, else ADM_KEY */
 	const char	*shim_dir;	/* --shim-dir */
 };
 
@@ -42,6 +42,8 @@ struct adm_paths {
 	char	*state;
 	char	*sessions_dir;
 	char	*group;		/* socket group, or NULL */
+	char	*store;		/* store.path */
+	char	*key;		/* store.key, NULL when the key is a systemd credential */
 };
 
 /* adm.c: options, output and file-system helpers. */
@@ -58,6 +60,8 @@ void	 adm_puts_safe(FILE *, const char *s);
 char	*adm_safe(const char *s);
 /* Join argv as a shell-like quoted line, with adm_safe escaping. */
 char	*adm_argv_join(json_t *argv);
+/* Fill in a->store and a->key from the config where no option gave them. */
+void	 adm_store_paths(struct admin *);
 /* Human-readable size: 1.2M. */
 void	 adm_human_size(unsigned long long bytes, char *buf, size_t len);
 /* Replace dir/name atomically with data (O_EXCL temp, fsync, rename, fsync dir). */

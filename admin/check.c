@@ -410,6 +410,7 @@ check_cmd(struct admin *a, int argc, char **argv)
 		return ADM_USAGE;
 	}
 	check_failures = 0;
+	adm_store_paths(a);
 	if (sodium_init() < 0) {
 		fprintf(stderr, "shimbridge: libsodium failed to initialise\n");
 		return ADM_FAIL;

@@ -53,8 +53,9 @@ usage(FILE *f)
 	    "\n"
 	    "Options (before or after the command):\n"
 	    "  -c, --config PATH  main config file (default " ADM_CONFIG ")\n"
-	    "  --store PATH       secret store (default " ADM_STORE ")\n"
-	    "  --key PATH         store key file (default " ADM_KEY ")\n"
+	    "  --store PATH       secret store (default: the config's store.path, else\n"
+	    "                     " ADM_STORE ")\n"
+	    "  --key PATH         store key file (default: store.key, else " ADM_KEY ")\n"
 	    "  --shim-dir DIR     shim directory put first in session PATHs\n"
 	    "                     (default PREFIX/libexec/shimbridge/shims)\n"
 	    "  --no-reload        secret set/rm, session add/remove: do not reload the daemon\n"
@@ -83,8 +84,8 @@ main(int argc, char **argv)
 	util_progname = "shimbridge";
 	memset(&a, 0, sizeof a);
 	a.config = ADM_CONFIG;
-	a.store = ADM_STORE;
-	a.key = ADM_KEY;
+	a.store = NULL;		/* resolved by adm_store_paths */
+	a.key = NULL;
 	a.shim_dir = NULL;
 	/* '+': stop at the command word; each command parses what follows it. */
 	while ((ch = getopt_long(argc, argv, "+c:hV", longopts, NULL)) != -1) {

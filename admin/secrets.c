@@ -292,8 +292,8 @@ secrets_usage(void)
 	    "       shimbridge secret set NAME [--no-reload]   (value on standard input)\n"
 	    "       shimbridge secret list\n"
 	    "       shimbridge secret rm NAME [--no-reload]\n"
-	    "  options: --store PATH (default " ADM_STORE "), --key PATH (default "
-	    ADM_KEY ")\n");
+	    "  options: --store PATH, --key PATH (default: the config's \"store\" section,\n"
+	    "           else " ADM_STORE " and " ADM_KEY ")\n");
 	return ADM_USAGE;
 }
 
@@ -326,6 +326,7 @@ secrets_cmd(struct admin *a, int argc, char **argv)
 	}
 	argc -= optind;
 	argv += optind;
+	adm_store_paths(a);
 	if (sodium_init() < 0) {
 		fprintf(stderr, "shimbridge: libsodium failed to initialise\n");
 		return ADM_FAIL;
