@@ -1,0 +1,358 @@
+/*
+ * The environment contract. The bridge gives us only SHIMBRIDGE_* variables plus
+ * HOME, PATH and LANG; we validate what a mode needs and build every host git's
+ * environment from nothing, so nothing configures git behind our back.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+#include "gitserve.h"
+
+#define GITENV_MAX_ITEMS	256
+
+/* Whether s contains a byte below 0x20 or DEL. */
+static int
+gitenv_has_control(const char *s)
+{
+	for (; *s != '\0'; s++) {
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return 1;
+	}
+	return 0;
+}
+
+/* Fetch a variable that must be present and non-empty. */
+static int
+gitenv_need(const char *name, const char **value, char **cause)
+{
+	*value = getenv(name);
+	if (*value == NULL || **value == '\0') {
+		xasprintf(cause, "%s is not set", name);
+		return -1;
+	}
+	return 0;
+}
+
+/* Split a comma-separated list into trimmed, non-empty items. */
+int
+gitenv_split(const char *s, char ***items, size_t *n, char **cause)
+{
+	const char	*p = s, *end, *a, *b;
+	char	       **v = NULL;
+	size_t		 count = 0, i;
+
+	*items = NULL;
+	*n = 0;
+	while (*p != '\0') {
+		end = strchr(p, ',');
+		if (end == NULL)
+			end = p + strlen(p);
+		for (a = p; a < end && (*a == ' ' || *a == '\t'); a++)
+			;
+		for (b = end; b > a && (b[-1] == ' ' || b[-1] == '\t'); b--)
+			;
+		if (b > a) {
+			if (count == GITENV_MAX_ITEMS) {
+				xasprintf(cause, "more than %d items in a list", GITENV_MAX_ITEMS);
+				goto fail;
+			}
+			v = xreallocarray(v, count + 1, sizeof *v);
+			v[count++] = xstrndup(a, b - a);
+		}
+		p = *end == ',' ? end + 1 : end;
+	}
+	*items = v;
+	*n = count;
+	return 0;
+
+fail:
+	for (i = 0; i < count; i++)
+		free(v[i]);
+	free(v);
+	return -1;
+}
+
+/* Check a protected branch name: a plain ref component list, nothing a glob could mean. */
+static int
+gitenv_check_branch(const char *b)
+{
+	if (*b == '\0' || *b == '-' || strncmp(b, "refs/", 5) == 0 || gitenv_has_control(b))
+		return -1;
+	if (strpbrk(b, " ~^:?*[\\") != NULL || strstr(b, "..") != NULL)
+		return -1;
+	return 0;
+}
+
+/* Load the policy lists. */
+static int
+gitenv_load_policy(struct gitctx *ctx, char **cause)
+{
+	const char	*v;
+	char		*tmp;
+	size_t		 i;
+
+	v = getenv("SHIMBRIDGE_PROTECTED");
+	ctx->protected_raw = xstrdup(v == NULL ? "" : v);
+	if (gitenv_split(ctx->protected_raw, &ctx->protected, &ctx->nprotected, cause) != 0)
+		return -1;
+	for (i = 0; i < ctx->nprotected; i++) {
+		if (gitenv_check_branch(ctx->protected[i]) != 0) {
+			xasprintf(cause, "SHIMBRIDGE_PROTECTED has an invalid branch name");
+			return -1;
+		}
+	}
+
+	v = getenv("SHIMBRIDGE_DENY_PATHS");
+	ctx->deny_raw = xstrdup(v == NULL ? "" : v);
+	if (gitenv_split(ctx->deny_raw, &ctx->deny, &ctx->ndeny, cause) != 0)
+		return -1;
+	for (i = 0; i < ctx->ndeny; i++) {
+		if (gitenv_has_control(ctx->deny[i])) {
+			xasprintf(cause, "SHIMBRIDGE_DENY_PATHS has an invalid path");
+			return -1;
+		}
+		/* Paths in a tree have no leading slash. */
+		if (ctx->deny[i][0] == '/') {
+			tmp = xstrdup(ctx->deny[i] + strspn(ctx->deny[i], "/"));
+			free(ctx->deny[i]);
+			ctx->deny[i] = tmp;
+			if (*tmp == '\0') {
+				xasprintf(cause, "SHIMBRIDGE_DENY_PATHS has an empty path");
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Fill ctx from the environment; flags say which parts are required. */
+int
+gitenv_load(struct gitctx *ctx, int flags, char **cause)
+{
+	const char	*v;
+
+	memset(ctx, 0, sizeof *ctx);
+
+	if (flags & GITENV_SERVICE) {
+		if (gitenv_need("SHIMBRIDGE_SERVICE", &v, cause) != 0)
+			return -1;
+		if (strcmp(v, "upload-pack") == 0 || strcmp(v, "git-upload-pack") == 0)
+			ctx->service = xstrdup("upload-pack");
+		else if (strcmp(v, "receive-pack") == 0 || strcmp(v, "git-receive-pack") == 0)
+			ctx->service = xstrdup("receive-pack");
+		else {
+			xasprintf(cause, "SHIMBRIDGE_SERVICE must be upload-pack or receive-pack");
+			return -1;
+		}
+		v = getenv("SHIMBRIDGE_GIT_PROTOCOL");
+		if (v != NULL && (strcmp(v, "version=0") == 0 || strcmp(v, "version=1") == 0 ||
+		    strcmp(v, "version=2") == 0))
+			ctx->protocol = xstrdup(v);
+	}
+
+	if (flags & GITENV_MIRROR) {
+		if (gitenv_need("SHIMBRIDGE_MIRROR", &v, cause) != 0)
+			return -1;
+		if (gitmirror_check_path(v, cause) != 0)
+			return -1;
+		ctx->mirror = xstrdup(v);
+	}
+
+	if (flags & GITENV_UPSTREAM) {
+		if (gitenv_need("SHIMBRIDGE_UPSTREAM", &v, cause) != 0)
+			return -1;
+		if (giturl_parse(v, &ctx->url, cause) != 0)
+			return -1;
+		ctx->upstream = xstrdup(v);
+	}
+
+	if (flags & GITENV_CRED) {
+		if (gitenv_need("SHIMBRIDGE_USERNAME", &v, cause) != 0)
+			return -1;
+		if (strlen(v) > GITCRED_SECRET_MAX || gitenv_has_control(v)) {
+			xasprintf(cause, "SHIMBRIDGE_USERNAME is invalid");
+			return -1;
+		}
+		ctx->username = xstrdup(v);
+		if (gitenv_need("SHIMBRIDGE_TOKEN", &v, cause) != 0)
+			return -1;
+		if (strlen(v) > GITCRED_SECRET_MAX || gitenv_has_control(v)) {
+			xasprintf(cause, "SHIMBRIDGE_TOKEN is invalid");
+			return -1;
+		}
+		ctx->token = xstrdup(v);
+		gitmsg_init(ctx->token);
+	}
+
+	if ((flags & GITENV_POLICY) && gitenv_load_policy(ctx, cause) != 0)
+		return -1;
+
+	if (flags & GITENV_GIT) {
+		if (gitenv_need("SHIMBRIDGE_GIT", &v, cause) != 0)
+			return -1;
+		if (v[0] != '/' || gitenv_has_control(v) || access(v, X_OK) != 0) {
+			xasprintf(cause, "SHIMBRIDGE_GIT must be the absolute path of an executable");
+			return -1;
+		}
+		ctx->git = xstrdup(v);
+		v = getenv("HOME");
+		if (v != NULL && v[0] == '/' && !gitenv_has_control(v))
+			ctx->home = xstrdup(v);
+		if ((ctx->self = gitrun_self_path(cause)) == NULL)
+			return -1;
+	}
+	return 0;
+}
+
+/* Free a string list. */
+static void
+gitenv_free_list(char **v, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Release ctx, wiping the credential. */
+void
+gitenv_free(struct gitctx *ctx)
+{
+	gitmsg_init(NULL);
+	if (ctx->token != NULL) {
+		gitcred_wipe(ctx->token, strlen(ctx->token));
+		free(ctx->token);
+	}
+	free(ctx->service);
+	free(ctx->mirror);
+	free(ctx->upstream);
+	giturl_free(&ctx->url);
+	free(ctx->username);
+	free(ctx->protected_raw);
+	gitenv_free_list(ctx->protected, ctx->nprotected);
+	free(ctx->deny_raw);
+	gitenv_free_list(ctx->deny, ctx->ndeny);
+	free(ctx->git);
+	free(ctx->protocol);
+	free(ctx->home);
+	free(ctx->self);
+	memset(ctx, 0, sizeof *ctx);
+}
+
+/* Whether refs/heads/<branch> is protected. */
+int
+gitenv_is_protected(const struct gitctx *ctx, const char *branch)
+{
+	size_t	i;
+
+	for (i = 0; i < ctx->nprotected; i++) {
+		if (strcmp(ctx->protected[i], branch) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Append "name=value" to a NULL-terminated vector. */
+static void
+gitenv_push(char ***envp, size_t *n, const char *name, const char *value)
+{
+	*envp = xreallocarray(*envp, *n + 2, sizeof **envp);
+	xasprintf(&(*envp)[*n], "%s=%s", name, value);
+	(*envp)[++*n] = NULL;
+}
+
+/* Whether every ':'-separated element of list is inside dir. */
+static int
+gitenv_inside(const char *list, const char *dir)
+{
+	size_t		 dlen = strlen(dir), n;
+	const char	*p = list, *end;
+
+	if (*list == '\0')
+		return 0;
+	for (;;) {
+		end = strchr(p, ':');
+		n = end == NULL ? strlen(p) : (size_t)(end - p);
+		if (n <= dlen + 1 || strncmp(p, dir, dlen) != 0 || p[dlen] != '/')
+			return 0;
+		if (memmem(p, n, "/../", 4) != NULL || (n >= 3 && memcmp(p + n - 3, "/..", 3) == 0))
+			return 0;
+		if (end == NULL)
+			return 1;
+		p = end + 1;
+	}
+}
+
+/* Pass one of receive-pack's quarantine variables through if it points into the mirror. */
+static void
+gitenv_pass_quarantine(const struct gitctx *ctx, char ***envp, size_t *n, const char *name)
+{
+	const char	*v = getenv(name);
+
+	if (v != NULL && ctx->mirror != NULL && !gitenv_has_control(v) &&
+	    gitenv_inside(v, ctx->mirror))
+		gitenv_push(envp, n, name, v);
+}
+
+/* Build a hardened environment for one git child. */
+char **
+gitenv_child(const struct gitctx *ctx, int runflags)
+{
+	char	**envp = NULL;
+	size_t	  n = 0;
+
+	envp = xcalloc(1, sizeof *envp);
+	gitenv_push(&envp, &n, "PATH", "/usr/bin:/bin");
+	gitenv_push(&envp, &n, "HOME", ctx->home != NULL ? ctx->home : "/nonexistent");
+	gitenv_push(&envp, &n, "LANG", "C.UTF-8");
+	gitenv_push(&envp, &n, "LC_ALL", "C.UTF-8");
+	gitenv_push(&envp, &n, "GIT_CONFIG_NOSYSTEM", "1");
+	gitenv_push(&envp, &n, "GIT_CONFIG_GLOBAL", "/dev/null");
+	gitenv_push(&envp, &n, "GIT_ATTR_NOSYSTEM", "1");
+	gitenv_push(&envp, &n, "GIT_TERMINAL_PROMPT", "0");
+	gitenv_push(&envp, &n, "GIT_PROTOCOL_FROM_USER", "0");
+	gitenv_push(&envp, &n, "GIT_NO_REPLACE_OBJECTS", "1");
+	/* A list naming no real protocol allows none: maintenance needs no transport. */
+	gitenv_push(&envp, &n, "GIT_ALLOW_PROTOCOL",
+	    ctx->url.scheme != NULL ? ctx->url.scheme : "none");
+	if (runflags & GITRUN_READONLY)
+		gitenv_push(&envp, &n, "GIT_OPTIONAL_LOCKS", "0");
+	if ((runflags & GITRUN_PROTOCOL) && ctx->protocol != NULL)
+		gitenv_push(&envp, &n, "GIT_PROTOCOL", ctx->protocol);
+	if (runflags & (GITRUN_CRED | GITRUN_HOOK)) {
+		gitenv_push(&envp, &n, "SHIMBRIDGE_UPSTREAM", ctx->upstream);
+		gitenv_push(&envp, &n, "SHIMBRIDGE_USERNAME", ctx->username);
+		gitenv_push(&envp, &n, "SHIMBRIDGE_TOKEN", ctx->token);
+	}
+	if (runflags & GITRUN_HOOK) {
+		gitenv_push(&envp, &n, "SHIMBRIDGE_MIRROR", ctx->mirror);
+		gitenv_push(&envp, &n, "SHIMBRIDGE_PROTECTED", ctx->protected_raw);
+		gitenv_push(&envp, &n, "SHIMBRIDGE_DENY_PATHS", ctx->deny_raw);
+		gitenv_push(&envp, &n, "SHIMBRIDGE_GIT", ctx->git);
+	}
+	if (runflags & GITRUN_QUARANTINE) {
+		gitenv_pass_quarantine(ctx, &envp, &n, "GIT_QUARANTINE_PATH");
+		gitenv_pass_quarantine(ctx, &envp, &n, "GIT_OBJECT_DIRECTORY");
+		gitenv_pass_quarantine(ctx, &envp, &n, "GIT_ALTERNATE_OBJECT_DIRECTORIES");
+	}
+	return envp;
+}
+
+/* Free a child environment, wiping it (it may hold the credential). */
+void
+gitenv_free_child(char **envp)
+{
+	char	**p;
+
+	if (envp == NULL)
+		return;
+	for (p = envp; *p != NULL; p++) {
+		gitcred_wipe(*p, strlen(*p));
+		free(*p);
+	}
+	free(envp);
+}

@@ -1,0 +1,566 @@
+/*
+ * The mirror's pre-receive hook: receive-pack runs it (as "exec shimbridge-git hook
+ * pre-receive") after the sandbox's objects are in the quarantine and before any ref
+ * moves. It applies the push policy to every ref update and, if all pass, pushes them
+ * upstream in one atomic push. Only if upstream accepts do we exit 0 and let
+ * receive-pack update the mirror; otherwise the whole push fails and the quarantine
+ * is thrown away. It runs under the exclusive mirror lock held by the serving
+ * process (our grandparent), so it never takes the lock itself.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+#include "gitserve.h"
+
+#define GITHOOK_SHOW_MAX	10	/* offending paths listed before we stop looking */
+
+/* One ref update and what we decided about it. */
+struct githook_item {
+	struct githook_update	 u;
+	int			 create;	/* old is zero */
+	int			 delete;	/* new is zero */
+	int			 branch;	/* refs/heads/ (else refs/tags/) */
+	int			 force;		/* needs "+": not a fast-forward, or a tag move */
+};
+
+/* State for scanning changed paths. */
+struct githook_scan {
+	const struct gitctx	*ctx;
+	char			 commit[65];	/* last commit id seen */
+	size_t			 found;
+	int			 refused;
+};
+
+/* State for collecting upstream's porcelain report. */
+struct githook_report {
+	struct gitbuf		 rejected;	/* rendered "!" lines, '\n'-separated */
+};
+
+/* Whether s is n lowercase hex digits. */
+static int
+githook_is_hex(const char *s, size_t n)
+{
+	size_t	i;
+
+	for (i = 0; i < n; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	}
+	return 1;
+}
+
+/* Whether an object name is all zeros (no object). */
+static int
+githook_is_zero(const char *oid)
+{
+	return oid[strspn(oid, "0")] == '\0';
+}
+
+/* Parse "old new ref". */
+int
+githook_parse_line(const char *line, size_t len, struct githook_update *u, char **cause)
+{
+	const char	*sp1, *sp2;
+	size_t		 hexlen, i;
+
+	memset(u, 0, sizeof *u);
+	if (len > GITHOOK_LINE_MAX) {
+		xasprintf(cause, "ref update line longer than %d bytes", GITHOOK_LINE_MAX);
+		return -1;
+	}
+	for (i = 0; i < len; i++) {
+		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f) {
+			xasprintf(cause, "ref update line contains a control character");
+			return -1;
+		}
+	}
+	sp1 = memchr(line, ' ', len);
+	if (sp1 == NULL) {
+		xasprintf(cause, "malformed ref update line");
+		return -1;
+	}
+	hexlen = sp1 - line;
+	if ((hexlen != 40 && hexlen != 64) || len < 2 * hexlen + 3 ||
+	    line[2 * hexlen + 1] != ' ') {
+		xasprintf(cause, "malformed ref update line");
+		return -1;
+	}
+	sp2 = line + 2 * hexlen + 1;
+	if (!githook_is_hex(line, hexlen) || !githook_is_hex(sp1 + 1, hexlen) ||
+	    memchr(sp2 + 1, ' ', len - (sp2 + 1 - line)) != NULL) {
+		xasprintf(cause, "malformed ref update line");
+		return -1;
+	}
+	u->old = xstrndup(line, hexlen);
+	u->new = xstrndup(sp1 + 1, hexlen);
+	u->ref = xstrndup(sp2 + 1, len - (sp2 + 1 - line));
+	return 0;
+}
+
+/* Release a parsed update. */
+void
+githook_free_update(struct githook_update *u)
+{
+	free(u->old);
+	free(u->new);
+	free(u->ref);
+	memset(u, 0, sizeof *u);
+}
+
+/* The ref name without refs/heads/ or refs/tags/, for messages. */
+static const char *
+githook_short(const char *ref)
+{
+	if (strncmp(ref, "refs/heads/", 11) == 0)
+		return ref + 11;
+	if (strncmp(ref, "refs/tags/", 10) == 0)
+		return ref + 10;
+	return ref;
+}
+
+/* Whether old is an ancestor of new: 1 yes, 0 no, -1 cannot tell. */
+static int
+githook_is_ff(const struct gitctx *ctx, const char *gitdir, const struct githook_item *it)
+{
+	const char	*args[] = { gitdir, "merge-base", "--is-ancestor", it->u.old, it->u.new,
+			    NULL };
+	char		*cause = NULL;
+	int		 status;
+
+	status = gitrun_cmd(ctx, GITRUN_QUARANTINE | GITRUN_READONLY, args, NULL, NULL, &cause);
+	free(cause);
+	if (status == 0)
+		return 1;
+	if (status == 1)
+		return 0;
+	return -1;
+}
+
+/*
+ * Decide about one update without looking at its contents. Returns 0 if allowed,
+ * -1 after printing why not.
+ */
+static int
+githook_check_ref(const struct gitctx *ctx, const char *gitdir, struct githook_item *it)
+{
+	const char	*name;
+	int		 ff;
+
+	if (strncmp(it->u.ref, "refs/heads/", 11) == 0 && it->u.ref[11] != '\0')
+		it->branch = 1;
+	else if (strncmp(it->u.ref, "refs/tags/", 10) != 0 || it->u.ref[10] == '\0') {
+		gitmsg_say("refusing to update %s: only branches (refs/heads/...) and tags "
+		    "(refs/tags/...) can be pushed upstream. Push to a branch instead.",
+		    it->u.ref);
+		return -1;
+	}
+	name = githook_short(it->u.ref);
+	it->create = githook_is_zero(it->u.old);
+	it->delete = githook_is_zero(it->u.new);
+	if (it->create && it->delete) {
+		gitmsg_say("refusing to update %s: nothing to create or delete", it->u.ref);
+		return -1;
+	}
+	if (it->delete) {
+		if (it->branch && gitenv_is_protected(ctx, name)) {
+			gitmsg_say("refusing to delete branch '%s': it is protected by the "
+			    "shimbridge policy. Leave it in place; a maintainer can delete it "
+			    "upstream if it really must go.", name);
+			return -1;
+		}
+		return 0;
+	}
+	if (it->create)
+		return 0;
+	if (!it->branch) {
+		it->force = 1;	/* moving an existing tag always needs force */
+		return 0;
+	}
+	ff = githook_is_ff(ctx, gitdir, it);
+	if (ff == 1)
+		return 0;
+	if (gitenv_is_protected(ctx, name)) {
+		gitmsg_say("refusing to force-push branch '%s': it is protected by the "
+		    "shimbridge policy and this update is not a fast-forward (it would drop "
+		    "upstream commits). Rebase onto upstream's '%s' (git pull --rebase) and "
+		    "push again, or push to a new branch.", name, name);
+		return -1;
+	}
+	it->force = 1;
+	return 0;
+}
+
+/* Whether path is under prefix, or is an ancestor of it (a file or link in its place). */
+static int
+githook_path_denied(const char *path, size_t len, const char *prefix)
+{
+	size_t	plen = strlen(prefix);
+
+	/* Case-insensitive: a case-folding checkout must not open a way round the rule. */
+	if (len >= plen && strncasecmp(path, prefix, plen) == 0)
+		return 1;
+	if (len < plen && strncasecmp(path, prefix, len) == 0 && prefix[len] == '/')
+		return 1;
+	return 0;
+}
+
+/* Look at one record of diff-tree's output: a commit id or a changed path. */
+static int
+githook_scan_cb(const char *rec, size_t len, void *arg)
+{
+	struct githook_scan	*s = arg;
+	size_t			 i;
+
+	if ((len == 40 || len == 64) && githook_is_hex(rec, len))
+		memcpy(s->commit, rec, len + 1);	/* probably a commit: remember it */
+	for (i = 0; i < s->ctx->ndeny; i++) {
+		if (!githook_path_denied(rec, len, s->ctx->deny[i]))
+			continue;
+		s->refused = 1;
+		gitmsg_say("refusing push: commit %.12s changes '%s', and changes under "
+		    "'%s' may not be pushed through shimbridge (policy). Remove that change "
+		    "from your commits (for example with git rebase -i) and push again; "
+		    "a person has to make such changes.", s->commit, rec, s->ctx->deny[i]);
+		if (++s->found == GITHOOK_SHOW_MAX) {
+			gitmsg_say("(not looking for more such changes)");
+			return -1;
+		}
+		break;
+	}
+	return 0;
+}
+
+/*
+ * Refuse changes to denied paths in the commits this push adds: every commit
+ * reachable from a new tip but from no existing ref (the mirror's refs are
+ * upstream's, fetched just before). Each is compared with its parent; a merge
+ * with all its parents (diff-tree -c), so merging upstream work that touched a
+ * denied path is fine while a merge that edits one itself is not.
+ */
+static int
+githook_check_paths(const struct gitctx *ctx, const char *gitdir, struct githook_item *items,
+    size_t n)
+{
+	const char		**revlist;
+	const char		 *difftree[] = { gitdir, "diff-tree", "--stdin", "-r", "-z", "-c",
+				     "--root", "--name-only", "--no-renames", "--no-ext-diff",
+				     "--no-textconv", NULL };
+	struct gitproc		  rl = { -1, -1, -1 }, dt = { -1, -1, -1 };
+	struct githook_scan	  scan;
+	struct gitbuf		  err;
+	char			 *cause = NULL;
+	size_t			  i, k = 0;
+	int			  p[2] = { -1, -1 }, rc = -1, st1, st2, r;
+
+	memset(&scan, 0, sizeof scan);
+	scan.ctx = ctx;
+	strcpy_checked(scan.commit, sizeof scan.commit, "(unknown)");
+	gitbuf_init(&err, GITRUN_ERR_MAX);
+
+	revlist = xcalloc(n + 8, sizeof *revlist);
+	revlist[k++] = gitdir;
+	revlist[k++] = "rev-list";
+	for (i = 0; i < n; i++) {
+		if (!items[i].delete)
+			revlist[k++] = items[i].u.new;
+	}
+	if (k == 2) {
+		rc = 0;		/* only deletions */
+		goto out;
+	}
+	revlist[k++] = "--not";
+	revlist[k++] = "--all";
+	revlist[k++] = "--";
+	revlist[k] = NULL;
+
+	if (pipe2(p, O_CLOEXEC) == -1) {
+		xasprintf(&cause, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	if (gitrun_start(ctx, GITRUN_QUARANTINE | GITRUN_READONLY, revlist, GITRUN_NULL, p[1],
+	    GITRUN_NULL, &rl, &cause) != 0)
+		goto out;
+	close(p[1]);
+	p[1] = -1;
+	if (gitrun_start(ctx, GITRUN_QUARANTINE | GITRUN_READONLY, difftree, p[0], GITRUN_PIPE,
+	    GITRUN_PIPE, &dt, &cause) != 0)
+		goto out;
+	close(p[0]);
+	p[0] = -1;
+
+	r = gitrun_read(&dt, '\0', githook_scan_cb, &scan, &err, &cause);
+	if (r != 0)
+		goto out;	/* stopped after GITHOOK_SHOW_MAX findings, or failed */
+	st2 = gitrun_wait(dt.pid, &cause);
+	dt.pid = -1;
+	st1 = gitrun_wait(rl.pid, &cause);
+	rl.pid = -1;
+	if (st1 != 0 || st2 != 0) {
+		if (cause == NULL) {
+			char *summary = gitmsg_summary(gitbuf_str(&err), 300);
+
+			xasprintf(&cause, "git rev-list/diff-tree failed: %s", summary);
+			free(summary);
+		}
+		goto out;
+	}
+	rc = scan.refused ? -1 : 0;
+
+out:
+	if (cause != NULL) {
+		gitmsg_say("refusing push: cannot inspect the pushed commits (%s)", cause);
+		free(cause);
+	}
+	if (p[0] != -1)
+		close(p[0]);
+	if (p[1] != -1)
+		close(p[1]);
+	gitrun_abort(&dt);
+	gitrun_abort(&rl);
+	gitbuf_free(&err);
+	free(revlist);
+	return rc;
+}
+
+/* Keep a rendered copy of each rejected ref in upstream's porcelain report. */
+static int
+githook_report_cb(const char *rec, size_t len, void *arg)
+{
+	struct githook_report	*r = arg;
+	const char		*colon, *tab2, *summary, *rb;
+	char			*dst, *line;
+
+	(void)len;
+	/* "<flag>\t<from>:<to>\t<summary>" where summary is "[what] (why)" or "a..b". */
+	if (rec[0] != '!' || rec[1] != '\t')
+		return 0;
+	tab2 = strchr(rec + 2, '\t');
+	if (tab2 == NULL)
+		return 0;
+	colon = memchr(rec + 2, ':', tab2 - (rec + 2));
+	if (colon == NULL)
+		return 0;
+	dst = xstrndup(colon + 1, tab2 - (colon + 1));
+	summary = tab2 + 1;
+	rb = summary[0] == '[' ? strchr(summary, ']') : NULL;
+	if (rb != NULL)
+		xasprintf(&line, "! %.*s %s%s\n", (int)(rb + 1 - summary), summary,
+		    githook_short(dst), rb + 1);
+	else
+		xasprintf(&line, "! %s %s\n", githook_short(dst), summary);
+	gitbuf_add(&r->rejected, line, strlen(line));
+	free(line);
+	free(dst);
+	return 0;
+}
+
+/* Relay upstream's "remote:" lines (its hook output, hints) after a push. */
+static void
+githook_relay_remote(const char *err, int all)
+{
+	char		*copy, *line, *next;
+	const char	*text;
+
+	copy = xstrdup(err);
+	for (line = copy; line != NULL; line = next) {
+		if ((next = strpbrk(line, "\r\n")) != NULL)
+			*next++ = '\0';
+		if (strncmp(line, "remote:", 7) == 0) {
+			text = line + 7 + strspn(line + 7, " ");
+			if (*text != '\0')
+				gitmsg_say("upstream: %s", text);
+		} else if (all && *line != '\0' && strncmp(line, "To ", 3) != 0 &&
+		    strncmp(line, "hint:", 5) != 0 &&
+		    strncmp(line, "error: failed to push some refs", 31) != 0)
+			gitmsg_say("  %s", line);
+	}
+	free(copy);
+}
+
+/* Push every update upstream in one atomic push; 0 if upstream took them all. */
+static int
+githook_push(const struct gitctx *ctx, const char *gitdir, struct githook_item *items, size_t n)
+{
+	const char		**args;
+	char			**owned;
+	struct gitproc		  gp;
+	struct githook_report	  rep;
+	struct gitbuf		  err;
+	char			 *cause = NULL;
+	size_t			  i, k = 0, o = 0;
+	int			  status = -1, r;
+
+	args = xcalloc(2 * n + 16, sizeof *args);
+	owned = xcalloc(2 * n + 1, sizeof *owned);
+	gitbuf_init(&rep.rejected, GITRUN_OUT_MAX);
+	gitbuf_init(&err, GITRUN_ERR_MAX);
+
+	args[k++] = gitdir;
+	args[k++] = "push";
+	args[k++] = "--atomic";
+	args[k++] = "--porcelain";
+	args[k++] = "--no-verify";
+	args[k++] = "--recurse-submodules=no";
+	/* Each ref must still be what the sandbox saw, or upstream moved under us. */
+	for (i = 0; i < n; i++) {
+		xasprintf(&owned[o], "--force-with-lease=%s:%s", items[i].u.ref,
+		    items[i].create ? "" : items[i].u.old);
+		args[k++] = owned[o++];
+	}
+	args[k++] = ctx->upstream;
+	for (i = 0; i < n; i++) {
+		if (items[i].delete)
+			xasprintf(&owned[o], ":%s", items[i].u.ref);
+		else
+			xasprintf(&owned[o], "%s%s:%s", items[i].force ? "+" : "",
+			    items[i].u.new, items[i].u.ref);
+		args[k++] = owned[o++];
+	}
+	args[k] = NULL;
+
+	if (gitrun_start(ctx, GITRUN_CRED | GITRUN_QUARANTINE, args, GITRUN_NULL, GITRUN_PIPE,
+	    GITRUN_PIPE, &gp, &cause) != 0)
+		goto out;
+	r = gitrun_read(&gp, '\n', githook_report_cb, &rep, &err, &cause);
+	if (r != 0) {
+		gitrun_abort(&gp);
+		goto out;
+	}
+	status = gitrun_wait(gp.pid, &cause);
+	if (status == 0) {
+		githook_relay_remote(gitbuf_str(&err), 0);
+		goto out;
+	}
+	if (status > 0) {
+		gitmsg_say("upstream refused the push, so nothing was changed (not here "
+		    "either). Upstream said:");
+		gitmsg_relay("  ", rep.rejected.data == NULL ? "" : rep.rejected.data,
+		    rep.rejected.len);
+		githook_relay_remote(gitbuf_str(&err), 1);
+		gitmsg_say("Fetch, integrate upstream's changes and push again, or push to "
+		    "a new branch and open a pull request.");
+	}
+
+out:
+	if (cause != NULL) {
+		gitmsg_say("push to upstream failed: %s", cause);
+		free(cause);
+	}
+	for (i = 0; i < o; i++)
+		free(owned[i]);
+	free(owned);
+	free(args);
+	gitbuf_free(&rep.rejected);
+	gitbuf_free(&err);
+	return status == 0 ? 0 : -1;
+}
+
+/* Read and parse the hook's stdin. */
+static int
+githook_read_updates(struct githook_item **itemsp, size_t *np, char **cause)
+{
+	struct gitbuf		 in;
+	struct githook_item	*items = NULL;
+	size_t			 n = 0, i;
+	char			*p, *end, *eol;
+	int			 rc = -1;
+
+	gitbuf_init(&in, (size_t)GITHOOK_REFS_MAX * (GITHOOK_LINE_MAX + 1));
+	if (gitbuf_read_fd(&in, STDIN_FILENO, cause) != 0)
+		goto out;
+	p = in.data;
+	end = p + in.len;
+	while (p != NULL && p < end) {
+		if ((eol = memchr(p, '\n', end - p)) == NULL)
+			eol = end;
+		if (eol == p) {
+			p = eol + 1;
+			continue;
+		}
+		if (n == GITHOOK_REFS_MAX) {
+			xasprintf(cause, "more than %d ref updates in one push; push fewer "
+			    "refs at a time", GITHOOK_REFS_MAX);
+			goto out;
+		}
+		items = xreallocarray(items, n + 1, sizeof *items);
+		memset(&items[n], 0, sizeof items[n]);
+		if (githook_parse_line(p, eol - p, &items[n].u, cause) != 0)
+			goto out;
+		n++;
+		p = eol + 1;
+	}
+	if (n == 0) {
+		xasprintf(cause, "no ref updates");
+		goto out;
+	}
+	*itemsp = items;
+	*np = n;
+	items = NULL;	/* transferred */
+	n = 0;
+	rc = 0;
+
+out:
+	for (i = 0; i < n; i++)
+		githook_free_update(&items[i].u);
+	free(items);
+	gitbuf_free(&in);
+	return rc;
+}
+
+/* The "hook pre-receive" mode. */
+int
+githook_pre_receive(int argc, char **argv)
+{
+	struct gitctx		 ctx;
+	struct githook_item	*items = NULL;
+	char			*cause = NULL, *gitdir = NULL;
+	size_t			 n = 0, i;
+	int			 rc = GS_EXIT_REFUSED, bad = 0;
+
+	memset(&ctx, 0, sizeof ctx);
+	if (argc != 3 || strcmp(argv[2], "pre-receive") != 0) {
+		fprintf(stderr, "usage: shimbridge-git hook pre-receive\n");
+		return GS_EXIT_USAGE;
+	}
+	if (gitenv_load(&ctx, GITENV_MIRROR | GITENV_UPSTREAM | GITENV_CRED | GITENV_POLICY |
+	    GITENV_GIT, &cause) != 0)
+		goto out;
+	if (chdir("/") != 0) {
+		xasprintf(&cause, "chdir /: %s", strerror(errno));
+		goto out;
+	}
+	if (githook_read_updates(&items, &n, &cause) != 0)
+		goto out;
+	xasprintf(&gitdir, "--git-dir=%s", ctx.mirror);
+
+	for (i = 0; i < n; i++) {
+		if (githook_check_ref(&ctx, gitdir, &items[i]) != 0)
+			bad = 1;
+	}
+	if (!bad && ctx.ndeny > 0 && githook_check_paths(&ctx, gitdir, items, n) != 0)
+		bad = 1;
+	if (bad) {
+		gitmsg_say("nothing was pushed upstream.");
+		goto out;
+	}
+	if (githook_push(&ctx, gitdir, items, n) != 0)
+		goto out;
+	rc = GS_EXIT_OK;
+
+out:
+	if (cause != NULL) {
+		gitmsg_say("refusing push: %s", cause);
+		free(cause);
+	}
+	for (i = 0; i < n; i++)
+		githook_free_update(&items[i].u);
+	free(items);
+	free(gitdir);
+	gitenv_free(&ctx);
+	return rc;
+}

@@ -1,0 +1,485 @@
+/*
+ * The runner-owned bare mirror: one per session and upstream repository. It is made
+ * atomically (built next to its final place, then renamed), configured by us alone,
+ * refreshed from upstream before every use, and guarded by flock(2) on "NAME.git.lock":
+ * exclusive while anything writes to it, shared while upload-pack reads it.
+ */
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+#include "gitserve.h"
+
+#define GITMIRROR_TMP		".tmp-"
+#define GITMIRROR_SUFFIX_MAX	64	/* room for ".lock", ".tmp-XXXXXX", "/hooks/pre-receive..." */
+
+/* Check the mirror path the bridge gave us. */
+int
+gitmirror_check_path(const char *path, char **cause)
+{
+	struct stat	 sb;
+	size_t		 len = strlen(path);
+	const char	*base;
+
+	if (path[0] != '/' || len + GITMIRROR_SUFFIX_MAX >= PATH_MAX) {
+		xasprintf(cause, "mirror path must be absolute and shorter than %d bytes",
+		    PATH_MAX - GITMIRROR_SUFFIX_MAX);
+		return -1;
+	}
+	for (base = path; *base != '\0'; base++) {
+		if ((unsigned char)*base < 0x20 || *base == 0x7f) {
+			xasprintf(cause, "mirror path contains a control character");
+			return -1;
+		}
+	}
+	if (strstr(path, "//") != NULL || strstr(path, "/./") != NULL ||
+	    strstr(path, "/../") != NULL) {
+		xasprintf(cause, "mirror path is not canonical");
+		return -1;
+	}
+	base = strrchr(path, '/') + 1;
+	if (strlen(base) <= 4 || strcmp(base + strlen(base) - 4, ".git") != 0 ||
+	    base[0] == '.') {
+		xasprintf(cause, "mirror path must end in NAME.git");
+		return -1;
+	}
+	if (lstat(path, &sb) == 0) {
+		if (!S_ISDIR(sb.st_mode)) {
+			xasprintf(cause, "mirror %s is not a directory", path);
+			return -1;
+		}
+		if (sb.st_uid != geteuid()) {
+			xasprintf(cause, "mirror %s is not owned by this user", path);
+			return -1;
+		}
+	} else if (errno != ENOENT) {
+		xasprintf(cause, "mirror %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Open NAME.git.lock and take the lock, saying so if we have to wait. */
+int
+gitmirror_lock(const char *path, int how, char **cause)
+{
+	char	*lockpath;
+	int	 fd, rc;
+
+	xasprintf(&lockpath, "%s.lock", path);
+	fd = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd == -1) {
+		xasprintf(cause, "%s: %s", lockpath, strerror(errno));
+		free(lockpath);
+		return -1;
+	}
+	free(lockpath);
+	rc = flock(fd, how | LOCK_NB);
+	if (rc == -1 && errno == EWOULDBLOCK) {
+		gitmsg_say("waiting for another git operation on this repository to finish");
+		while ((rc = flock(fd, how)) == -1 && errno == EINTR)
+			;
+	}
+	if (rc == -1) {
+		xasprintf(cause, "lock %s.lock: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* nftw callback removing everything under a stale temporary mirror. */
+static int
+gitmirror_rm_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	if (type == FTW_DP)
+		return rmdir(path) == 0 || errno == ENOENT ? 0 : -1;
+	return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/*
+ * Remove "NAME.git.tmp-XXXXXX" leftovers of a killed creation. Mirrors are only
+ * created under the exclusive lock, which the caller holds, so any such directory
+ * is dead.
+ */
+static void
+gitmirror_clean_stale(const char *path)
+{
+	char		*parent, *prefix, *victim;
+	const char	*base;
+	DIR		*d;
+	struct dirent	*de;
+
+	base = strrchr(path, '/') + 1;
+	parent = xstrndup(path, base - path);
+	xasprintf(&prefix, "%s%s", base, GITMIRROR_TMP);
+	if ((d = opendir(parent)) == NULL)
+		goto out;
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
+		    strlen(de->d_name) != strlen(prefix) + 6)
+			continue;
+		xasprintf(&victim, "%s%s", parent, de->d_name);
+		if (nftw(victim, gitmirror_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0)
+			gitmsg_say("warning: cannot remove stale %s", victim);
+		free(victim);
+	}
+	closedir(d);
+out:
+	free(parent);
+	free(prefix);
+}
+
+/* The pre-receive hook script for a mirror. */
+static char *
+gitmirror_hook_text(const struct gitctx *ctx)
+{
+	char	*quoted, *text;
+
+	quoted = gitrun_shquote(ctx->self);
+	xasprintf(&text, "#!/bin/sh\n"
+	    "# Written by shimbridge-git: push policy checks and the upstream push.\n"
+	    "exec %s hook pre-receive\n", quoted);
+	free(quoted);
+	return text;
+}
+
+/* Write dir/hooks/pre-receive unless it already holds exactly our script. */
+static int
+gitmirror_write_hook(const struct gitctx *ctx, const char *dir, char **cause)
+{
+	char	*hooks = NULL, *hook = NULL, *tmp = NULL, *text, have[4096];
+	int	 fd = -1, rc = -1;
+	ssize_t	 n;
+	size_t	 len;
+
+	text = gitmirror_hook_text(ctx);
+	len = strlen(text);
+	xasprintf(&hooks, "%s/hooks", dir);
+	xasprintf(&hook, "%s/pre-receive", hooks);
+	xasprintf(&tmp, "%s/pre-receive.tmp", hooks);
+
+	if ((fd = open(hook, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
+		n = read(fd, have, sizeof have);
+		close(fd);
+		fd = -1;
+		if (n >= 0 && (size_t)n == len && memcmp(have, text, len) == 0) {
+			rc = 0;
+			goto out;
+		}
+	}
+	if (mkdir(hooks, 0700) == -1 && errno != EEXIST) {
+		xasprintf(cause, "%s: %s", hooks, strerror(errno));
+		goto out;
+	}
+	(void)unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0700);
+	if (fd == -1 || write(fd, text, len) != (ssize_t)len || fsync(fd) != 0) {
+		xasprintf(cause, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (close(fd) != 0) {
+		fd = -1;
+		xasprintf(cause, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	fd = -1;
+	if (rename(tmp, hook) != 0) {
+		xasprintf(cause, "%s: %s", hook, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+
+out:
+	if (fd != -1)
+		close(fd);
+	free(text);
+	free(hooks);
+	free(hook);
+	free(tmp);
+	return rc;
+}
+
+/* Run one git command that must succeed, putting its message into *cause if not. */
+static int
+gitmirror_git(const struct gitctx *ctx, const char *what, const char *const *args,
+    char **cause)
+{
+	struct gitbuf	 err;
+	char		*summary;
+	int		 status;
+
+	gitbuf_init(&err, GITRUN_ERR_MAX);
+	status = gitrun_cmd(ctx, 0, args, NULL, &err, cause);
+	if (status > 0) {
+		summary = gitmsg_summary(gitbuf_str(&err), 500);
+		xasprintf(cause, "git %s failed: %s", what, summary);
+		free(summary);
+	}
+	gitbuf_free(&err);
+	return status == 0 ? 0 : -1;
+}
+
+/* Build a new mirror in dir. */
+static int
+gitmirror_init(const struct gitctx *ctx, const char *dir, char **cause)
+{
+	char		*gitdir = NULL, *hookspath = NULL;
+	const char	*init[] = { "init", "--bare", "--quiet", "--template=", "-b", "main",
+			    dir, NULL };
+	const char	*settings[][2] = {
+		{ "transfer.fsckObjects", "true" },
+		{ "receive.fsckObjects", "true" },
+		{ "fetch.fsckObjects", "true" },
+		{ "receive.denyDeletes", "false" },
+		{ "receive.denyNonFastForwards", "false" },
+		{ "receive.autogc", "false" },
+		{ "receive.advertisePushOptions", "false" },
+		{ "uploadpack.allowAnySHA1InWant", "false" },
+		{ "gc.auto", "0" },
+		{ "maintenance.auto", "false" },
+		{ "core.fsmonitor", "false" },
+		{ "core.logAllRefUpdates", "false" },
+		{ "remote.upstream.url", ctx->upstream },
+		{ "remote.upstream.fetch", "+refs/heads/*:refs/heads/*" },
+		{ "core.hooksPath", NULL },	/* filled below */
+	};
+	const char	*args[8];
+	size_t		 i;
+	int		 rc = -1;
+
+	if (gitmirror_git(ctx, "init", init, cause) != 0)
+		goto out;
+	xasprintf(&gitdir, "--git-dir=%s", dir);
+	xasprintf(&hookspath, "%s/hooks", ctx->mirror);	/* the final place, not dir */
+	for (i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+		args[0] = gitdir;
+		args[1] = "config";
+		args[2] = settings[i][0];
+		args[3] = settings[i][1] != NULL ? settings[i][1] : hookspath;
+		args[4] = NULL;
+		if (gitmirror_git(ctx, "config", args, cause) != 0)
+			goto out;
+	}
+	args[0] = gitdir;
+	args[1] = "config";
+	args[2] = "--add";
+	args[3] = "remote.upstream.fetch";
+	args[4] = "+refs/tags/*:refs/tags/*";
+	args[5] = NULL;
+	if (gitmirror_git(ctx, "config", args, cause) != 0)
+		goto out;
+	if (gitmirror_write_hook(ctx, dir, cause) != 0)
+		goto out;
+	rc = 0;
+
+out:
+	free(gitdir);
+	free(hookspath);
+	return rc;
+}
+
+/*
+ * Point the mirror's HEAD where upstream's points. Asking costs a round trip, so
+ * only when the mirror is new or its HEAD does not resolve.
+ */
+static void
+gitmirror_sync_head(const struct gitctx *ctx, const char *gitdir, int always)
+{
+	const char	*verify[] = { gitdir, "rev-parse", "-q", "--verify", "HEAD^{commit}",
+			    NULL };
+	const char	*lsremote[] = { gitdir, "ls-remote", "--symref", ctx->upstream, "HEAD",
+			    NULL };
+	const char	*setref[] = { gitdir, "symbolic-ref", "HEAD", NULL, NULL };
+	struct gitbuf	 out, err;
+	char		*cause = NULL, *line, *next, *target = NULL;
+	const char	*p;
+	int		 status;
+
+	gitbuf_init(&out, GITRUN_OUT_MAX);
+	gitbuf_init(&err, GITRUN_ERR_MAX);
+	if (!always) {
+		status = gitrun_cmd(ctx, GITRUN_READONLY, verify, NULL, NULL, &cause);
+		if (status == 0)
+			goto out;
+	}
+	status = gitrun_cmd(ctx, GITRUN_CRED, lsremote, &out, &err, &cause);
+	if (status != 0)
+		goto out;
+	for (line = out.data; line != NULL; line = next) {
+		if ((next = strchr(line, '\n')) != NULL)
+			*next++ = '\0';
+		if (strncmp(line, "ref: refs/heads/", 16) != 0)
+			continue;
+		p = strchr(line, '\t');
+		if (p == NULL || strcmp(p, "\tHEAD") != 0)
+			continue;
+		target = xstrndup(line + 5, p - (line + 5));
+		break;
+	}
+	if (target == NULL || strspn(target, "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-") != strlen(target))
+		goto out;	/* empty upstream, or a name we will not write */
+	setref[3] = target;
+	status = gitrun_cmd(ctx, 0, setref, NULL, NULL, &cause);
+
+out:
+	if (status != 0 && cause != NULL)
+		gitmsg_say("warning: cannot set the default branch: %s", cause);
+	free(cause);
+	free(target);
+	gitbuf_free(&out);
+	gitbuf_free(&err);
+}
+
+/* Fetch upstream into the repository at dir, pruning what upstream no longer has. */
+static int
+gitmirror_fetch_into(const struct gitctx *ctx, const char *dir, int created, char **cause)
+{
+	struct gitbuf	 err;
+	char		*gitdir, *summary;
+	int		 status, rc = -1;
+	const char	*args[] = { NULL, "fetch", "--quiet", "--prune", "--atomic",
+			    "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
+			    "--no-recurse-submodules", "--no-show-forced-updates",
+			    ctx->upstream, "+refs/heads/*:refs/heads/*",
+			    "+refs/tags/*:refs/tags/*", NULL };
+
+	xasprintf(&gitdir, "--git-dir=%s", dir);
+	args[0] = gitdir;
+	gitbuf_init(&err, GITRUN_ERR_MAX);
+	status = gitrun_cmd(ctx, GITRUN_CRED, args, NULL, &err, cause);
+	if (status == -1)
+		goto out;
+	if (status != 0) {
+		summary = gitmsg_summary(gitbuf_str(&err), 700);
+		xasprintf(cause, "cannot fetch %s from upstream: %s", ctx->upstream, summary);
+		free(summary);
+		goto out;
+	}
+	gitmirror_sync_head(ctx, gitdir, created);
+	rc = 0;
+
+out:
+	gitbuf_free(&err);
+	free(gitdir);
+	return rc;
+}
+
+/* Bring the existing mirror up to date with upstream. */
+int
+gitmirror_fetch(const struct gitctx *ctx, char **cause)
+{
+	return gitmirror_fetch_into(ctx, ctx->mirror, 0, cause);
+}
+
+/*
+ * Create the mirror if it does not exist, and make sure its hook is ours. A new
+ * mirror is built, fetched and given upstream's HEAD in a temporary directory and
+ * only then renamed into place, so an existing mirror is always a complete one.
+ */
+int
+gitmirror_ensure(const struct gitctx *ctx, int *created, char **cause)
+{
+	struct stat	 sb;
+	char		*tmp = NULL;
+	int		 rc = -1;
+
+	*created = 0;
+	gitmirror_clean_stale(ctx->mirror);
+	if (lstat(ctx->mirror, &sb) == 0)
+		return gitmirror_write_hook(ctx, ctx->mirror, cause);
+	if (errno != ENOENT) {
+		xasprintf(cause, "mirror %s: %s", ctx->mirror, strerror(errno));
+		return -1;
+	}
+
+	xasprintf(&tmp, "%s%sXXXXXX", ctx->mirror, GITMIRROR_TMP);
+	if (mkdtemp(tmp) == NULL) {
+		xasprintf(cause, "cannot create mirror next to %s: %s", ctx->mirror,
+		    strerror(errno));
+		free(tmp);
+		return -1;
+	}
+	if (gitmirror_init(ctx, tmp, cause) != 0)
+		goto out;
+	if (gitmirror_fetch_into(ctx, tmp, 1, cause) != 0)
+		goto out;
+	if (rename(tmp, ctx->mirror) != 0) {
+		xasprintf(cause, "cannot create mirror %s: %s", ctx->mirror, strerror(errno));
+		goto out;
+	}
+	free(tmp);
+	tmp = NULL;	/* it is the mirror now */
+	*created = 1;
+	rc = 0;
+
+out:
+	if (tmp != NULL) {
+		(void)nftw(tmp, gitmirror_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+		free(tmp);
+	}
+	return rc;
+}
+
+/* The "maintain MIRROR" mode: garbage-collect a mirror under its exclusive lock. */
+int
+gitmirror_maintain(int argc, char **argv)
+{
+	struct gitctx	 ctx;
+	struct stat	 sb;
+	char		*cause = NULL, *gitdir = NULL, *hook = NULL;
+	const char	*v, *gc[] = { NULL, "gc", "--quiet", "--prune=now", NULL };
+	int		 fd = -1, rc = GS_EXIT_FATAL;
+
+	memset(&ctx, 0, sizeof ctx);
+	if (argc != 3) {
+		fprintf(stderr, "usage: shimbridge-git maintain MIRROR\n");
+		return GS_EXIT_USAGE;
+	}
+	if (gitmirror_check_path(argv[2], &cause) != 0)
+		goto out;
+	ctx.mirror = xstrdup(argv[2]);
+	v = getenv("SHIMBRIDGE_GIT");
+	ctx.git = xstrdup(v != NULL && v[0] == '/' ? v : "/usr/bin/git");
+	if ((v = getenv("HOME")) != NULL && v[0] == '/')
+		ctx.home = xstrdup(v);
+
+	xasprintf(&hook, "%s/hooks/pre-receive", ctx.mirror);
+	if (lstat(ctx.mirror, &sb) != 0 || lstat(hook, &sb) != 0) {
+		xasprintf(&cause, "%s is not a shimbridge mirror", ctx.mirror);
+		goto out;
+	}
+	if ((fd = gitmirror_lock(ctx.mirror, LOCK_EX, &cause)) == -1)
+		goto out;
+	gitmirror_clean_stale(ctx.mirror);
+	xasprintf(&gitdir, "--git-dir=%s", ctx.mirror);
+	gc[0] = gitdir;
+	if (gitmirror_git(&ctx, "gc", gc, &cause) != 0)
+		goto out;
+	rc = GS_EXIT_OK;
+
+out:
+	if (cause != NULL) {
+		gitmsg_say("%s", cause);
+		free(cause);
+	}
+	if (fd != -1)
+		close(fd);
+	free(gitdir);
+	free(hook);
+	gitenv_free(&ctx);
+	return rc;
+}

@@ -1,0 +1,407 @@
+/*
+ * Running host git. Every child gets an absolute binary, an argv we built, an
+ * environment built from nothing (gitenv_child()), fds 0-2 only, default signal
+ * dispositions, and is always reaped.
+ */
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef __APPLE__
+#include <mach-o/dyld.h>
+#endif
+
+#include "util.h"
+#include "gitserve.h"
+
+/* Quote s for /bin/sh. */
+char *
+gitrun_shquote(const char *s)
+{
+	struct gitbuf	 b;
+	char		*out;
+
+	gitbuf_init(&b, (size_t)-1);
+	gitbuf_add(&b, "'", 1);
+	for (; *s != '\0'; s++) {
+		if (*s == '\'')
+			gitbuf_add(&b, "'\\''", 4);
+		else
+			gitbuf_add(&b, s, 1);
+	}
+	gitbuf_add(&b, "'", 1);
+	out = xstrdup(gitbuf_str(&b));
+	gitbuf_free(&b);
+	return out;
+}
+
+/* The absolute path of the running executable. */
+char *
+gitrun_self_path(char **cause)
+{
+#if defined(__linux__)
+	char	buf[PATH_MAX];
+	ssize_t	n;
+
+	n = readlink("/proc/self/exe", buf, sizeof buf);
+	if (n < 0) {
+		xasprintf(cause, "cannot find own path: %s", strerror(errno));
+		return NULL;
+	}
+	if ((size_t)n >= sizeof buf) {
+		xasprintf(cause, "cannot find own path: %s", strerror(ENAMETOOLONG));
+		return NULL;
+	}
+	buf[n] = '\0';
+	if (buf[0] != '/' || strstr(buf, " (deleted)") != NULL) {
+		xasprintf(cause, "cannot find own path: program was replaced or removed");
+		return NULL;
+	}
+	return xstrdup(buf);
+#elif defined(__APPLE__)
+	char		buf[PATH_MAX], real[PATH_MAX];
+	uint32_t	size = sizeof buf;
+
+	if (_NSGetExecutablePath(buf, &size) != 0 || realpath(buf, real) == NULL) {
+		xasprintf(cause, "cannot find own path");
+		return NULL;
+	}
+	return xstrdup(real);
+#else
+	xasprintf(cause, "cannot find own path on this platform");
+	return NULL;
+#endif
+}
+
+/* Close every fd from 3 up, in a child about to exec. */
+static void
+gitrun_closefrom(void)
+{
+	long	max, fd;
+
+#if defined(__linux__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
+	if (close_range(3, ~0U, 0) == 0)
+		return;
+#endif
+	max = sysconf(_SC_OPEN_MAX);
+	if (max < 0 || max > 65536)
+		max = 65536;
+	for (fd = 3; fd < max; fd++)
+		(void)close(fd);
+}
+
+/* Build git's argv: binary, hardening -c options, then args. */
+static char **
+gitrun_argv(const struct gitctx *ctx, int runflags, const char *const *args)
+{
+	char		**argv;
+	size_t		  n = 0, nargs = 0, i;
+	char		 *quoted;
+
+	while (args[nargs] != NULL)
+		nargs++;
+	argv = xcalloc(nargs + 16, sizeof *argv);
+	argv[n++] = xstrdup(ctx->git);
+	if (runflags & GITRUN_CRED) {
+		/* The empty value resets any helper list; ours answers for the upstream only. */
+		argv[n++] = xstrdup("-c");
+		argv[n++] = xstrdup("credential.helper=");
+		argv[n++] = xstrdup("-c");
+		quoted = gitrun_shquote(ctx->self);
+		xasprintf(&argv[n++], "credential.helper=!%s credential", quoted);
+		free(quoted);
+		argv[n++] = xstrdup("-c");
+		argv[n++] = xstrdup("credential.useHttpPath=true");
+		/* A redirect could move us to a URL our helper does not answer for anyway. */
+		argv[n++] = xstrdup("-c");
+		argv[n++] = xstrdup("http.followRedirects=false");
+	}
+	for (i = 0; i < nargs; i++)
+		argv[n++] = xstrdup(args[i]);
+	argv[n] = NULL;
+	return argv;
+}
+
+/* Free a NULL-terminated vector. */
+static void
+gitrun_free_argv(char **argv)
+{
+	char	**p;
+
+	if (argv == NULL)
+		return;
+	for (p = argv; *p != NULL; p++)
+		free(*p);
+	free(argv);
+}
+
+/* Start a git child. */
+int
+gitrun_start(const struct gitctx *ctx, int runflags, const char *const *args, int in, int out,
+    int err, struct gitproc *gp, char **cause)
+{
+	char		**argv = NULL, **envp = NULL;
+	int		  want[3] = { in, out, err }, child[3] = { -1, -1, -1 };
+	int		  ours[3] = { -1, -1, -1 }, p[2], i, fd, rc = -1;
+	pid_t		  pid;
+	struct sigaction  sa;
+	sigset_t	  set;
+
+	gp->pid = -1;
+	gp->out = gp->err = -1;
+	for (i = 0; i < 3; i++) {
+		if (want[i] == GITRUN_NULL) {
+			if ((child[i] = open("/dev/null", O_RDWR | O_CLOEXEC)) == -1) {
+				xasprintf(cause, "/dev/null: %s", strerror(errno));
+				goto out;
+			}
+		} else if (want[i] == GITRUN_PIPE && i > 0) {
+			if (pipe2(p, O_CLOEXEC) == -1) {
+				xasprintf(cause, "pipe: %s", strerror(errno));
+				goto out;
+			}
+			ours[i] = p[0];
+			child[i] = p[1];
+		} else if (want[i] >= 0) {
+			/* Duplicated above 2 so the dup2() below cannot clobber a source. */
+			if ((child[i] = fcntl(want[i], F_DUPFD_CLOEXEC, 3)) == -1) {
+				xasprintf(cause, "dup: %s", strerror(errno));
+				goto out;
+			}
+		} else {
+			xasprintf(cause, "internal error: bad fd for git child");
+			goto out;
+		}
+	}
+
+	argv = gitrun_argv(ctx, runflags, args);
+	envp = gitenv_child(ctx, runflags);
+
+	fflush(stderr);
+	if ((pid = fork()) == -1) {
+		xasprintf(cause, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = SIG_DFL;
+		sigemptyset(&sa.sa_mask);
+		for (i = 1; i < NSIG; i++)
+			(void)sigaction(i, &sa, NULL);
+		sigemptyset(&set);
+		sigprocmask(SIG_SETMASK, &set, NULL);
+		for (i = 0; i < 3; i++) {
+			if (dup2(child[i], i) == -1)
+				_exit(127);
+		}
+		gitrun_closefrom();
+		execve(argv[0], argv, envp);
+		fd = errno;
+		dprintf(STDERR_FILENO, "shimbridge: cannot run %s: %s\n", argv[0], strerror(fd));
+		_exit(127);
+	}
+
+	gp->pid = pid;
+	gp->out = ours[1];
+	gp->err = ours[2];
+	ours[1] = ours[2] = -1;	/* transferred */
+	rc = 0;
+
+out:
+	for (i = 0; i < 3; i++) {
+		if (child[i] != -1)
+			close(child[i]);
+		if (ours[i] != -1)
+			close(ours[i]);
+	}
+	gitrun_free_argv(argv);
+	gitenv_free_child(envp);
+	return rc;
+}
+
+/* Deliver complete records from rec, keeping a trailing partial one. */
+static int
+gitrun_records(struct gitbuf *rec, int sep, gitrun_cb cb, void *arg)
+{
+	char	*start, *end;
+	size_t	 left;
+
+	start = rec->data;
+	left = rec->len;
+	while (left > 0 && (end = memchr(start, sep, left)) != NULL) {
+		*end = '\0';
+		if (cb(start, end - start, arg) != 0)
+			return 1;
+		left -= end - start + 1;
+		start = end + 1;
+	}
+	memmove(rec->data, start, left);
+	rec->len = left;
+	if (rec->data != NULL)
+		rec->data[left] = '\0';
+	return 0;
+}
+
+/* Read a child's stdout and stderr pipes to EOF. Returns 0, 1 if cb stopped, -1 on error. */
+int
+gitrun_read(struct gitproc *gp, int sep, gitrun_cb cb, void *arg, struct gitbuf *errbuf,
+    char **cause)
+{
+	struct pollfd	pfd[2];
+	struct gitbuf	rec;
+	char		buf[16384];
+	ssize_t		n;
+	int		rc = -1, nfds, i;
+
+	gitbuf_init(&rec, GITRUN_REC_MAX);
+	for (;;) {
+		nfds = 0;
+		if (gp->out != -1) {
+			pfd[nfds].fd = gp->out;
+			pfd[nfds++].events = POLLIN;
+		}
+		if (gp->err != -1) {
+			pfd[nfds].fd = gp->err;
+			pfd[nfds++].events = POLLIN;
+		}
+		if (nfds == 0)
+			break;
+		if (poll(pfd, nfds, -1) == -1) {
+			if (errno == EINTR)
+				continue;
+			xasprintf(cause, "poll: %s", strerror(errno));
+			goto out;
+		}
+		for (i = 0; i < nfds; i++) {
+			if (pfd[i].revents == 0)
+				continue;
+			n = read(pfd[i].fd, buf, sizeof buf);
+			if (n == -1 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (n == -1) {
+				xasprintf(cause, "read from git: %s", strerror(errno));
+				goto out;
+			}
+			if (pfd[i].fd == gp->err) {
+				if (n == 0) {
+					close(gp->err);
+					gp->err = -1;
+				} else if (errbuf != NULL)
+					gitbuf_add(errbuf, buf, n);
+				continue;
+			}
+			if (n == 0) {
+				close(gp->out);
+				gp->out = -1;
+				if (cb != NULL && sep >= 0 && rec.len > 0 &&
+				    cb(rec.data, rec.len, arg) != 0) {
+					rc = 1;
+					goto out;
+				}
+				continue;
+			}
+			if (cb == NULL)
+				continue;
+			if (sep < 0) {
+				if (cb(buf, n, arg) != 0) {
+					rc = 1;
+					goto out;
+				}
+				continue;
+			}
+			if (gitbuf_add(&rec, buf, n) != 0) {
+				xasprintf(cause, "git printed a record longer than %d bytes",
+				    GITRUN_REC_MAX);
+				goto out;
+			}
+			if (gitrun_records(&rec, sep, cb, arg) != 0) {
+				rc = 1;
+				goto out;
+			}
+		}
+	}
+	rc = 0;
+
+out:
+	if (gp->out != -1)
+		close(gp->out);
+	if (gp->err != -1)
+		close(gp->err);
+	gp->out = gp->err = -1;
+	gitbuf_free(&rec);
+	return rc;
+}
+
+/* Reap a child and translate its status. */
+int
+gitrun_wait(pid_t pid, char **cause)
+{
+	int	status;
+
+	while (waitpid(pid, &status, 0) == -1) {
+		if (errno != EINTR) {
+			xasprintf(cause, "waitpid: %s", strerror(errno));
+			return -1;
+		}
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	xasprintf(cause, "git ended oddly");
+	return -1;
+}
+
+/* Kill and reap a child we no longer want. */
+void
+gitrun_abort(struct gitproc *gp)
+{
+	if (gp->out != -1)
+		close(gp->out);
+	if (gp->err != -1)
+		close(gp->err);
+	gp->out = gp->err = -1;
+	if (gp->pid > 0) {
+		(void)kill(gp->pid, SIGKILL);
+		while (waitpid(gp->pid, NULL, 0) == -1 && errno == EINTR)
+			;
+	}
+	gp->pid = -1;
+}
+
+/* Append a chunk of stdout to the caller's buffer; over the cap stops the child. */
+static int
+gitrun_cmd_cb(const char *data, size_t len, void *arg)
+{
+	return gitbuf_add(arg, data, len) == 0 ? 0 : -1;
+}
+
+/* Run git to completion, capturing its output. */
+int
+gitrun_cmd(const struct gitctx *ctx, int runflags, const char *const *args, struct gitbuf *out,
+    struct gitbuf *err, char **cause)
+{
+	struct gitproc	gp;
+	int		rc;
+
+	if (gitrun_start(ctx, runflags, args, GITRUN_NULL, GITRUN_PIPE, GITRUN_PIPE, &gp,
+	    cause) != 0)
+		return -1;
+	rc = gitrun_read(&gp, -1, out != NULL ? gitrun_cmd_cb : NULL, out, err, cause);
+	if (rc != 0) {
+		if (rc == 1)
+			xasprintf(cause, "git printed more than %zu bytes", out->max);
+		gitrun_abort(&gp);
+		return -1;
+	}
+	return gitrun_wait(gp.pid, cause);
+}

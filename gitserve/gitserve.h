@@ -1,0 +1,192 @@
+/*
+ * shimbridge-git: the host half of the git transport. The bridge runs it as the runner
+ * user with stdin/stdout = the sandbox git's pack-protocol stream and an environment
+ * built from nothing (see docs and the SHIMBRIDGE_* names in gitenv.c). It keeps a
+ * runner-owned bare mirror per session and upstream, fetches upstream into it, serves
+ * upload-pack/receive-pack from it and pushes accepted updates upstream from the
+ * mirror's pre-receive hook. Host git never opens the sandbox's own repository.
+ */
+#ifndef SHIMBRIDGE_GITSERVE_H
+#define SHIMBRIDGE_GITSERVE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#ifndef SHIMBRIDGE_VERSION
+#define SHIMBRIDGE_VERSION	"0.0.0-dev"
+#endif
+
+/* Exit codes (git's own conventions where they exist). */
+#define GS_EXIT_OK		0	/* done */
+#define GS_EXIT_REFUSED		1	/* push refused by policy or by upstream */
+#define GS_EXIT_USAGE		2	/* bad argv */
+#define GS_EXIT_FATAL		128	/* upstream unreachable, bad environment, internal */
+
+/* Hard caps on what we read from git or from the sandbox's push. */
+#define GITCRED_LINE_MAX	4096		/* one credential line, without newline */
+#define GITCRED_LINES_MAX	64		/* lines in one credential request */
+#define GITCRED_SECRET_MAX	4096		/* username or token length */
+#define GITHOOK_LINE_MAX	4096		/* one "old new ref" line */
+#define GITHOOK_REFS_MAX	1000		/* ref updates in one push */
+#define GITRUN_OUT_MAX		(64 * 1024)	/* captured stdout of a small query */
+#define GITRUN_ERR_MAX		(64 * 1024)	/* captured stderr kept for messages */
+#define GITRUN_REC_MAX		(64 * 1024)	/* one streamed output record */
+
+/* gitbuf.c: a growable byte buffer with a hard cap. */
+struct gitbuf {
+	char	*data;		/* NUL-terminated when non-NULL */
+	size_t	 len;
+	size_t	 size;
+	size_t	 max;		/* cap on len; bytes past it are counted, not stored */
+	size_t	 dropped;	/* bytes refused because of max */
+};
+void	 gitbuf_init(struct gitbuf *, size_t max);
+/* Append; returns -1 (and counts the loss in dropped) if max would be passed. */
+int	 gitbuf_add(struct gitbuf *, const void *, size_t);
+/* Returns the contents as a string ("" when empty); never NULL. */
+const char *gitbuf_str(const struct gitbuf *);
+void	 gitbuf_free(struct gitbuf *);
+/* Read fd to EOF; -1 with *cause on a read error or more than max bytes. */
+int	 gitbuf_read_fd(struct gitbuf *, int fd, char **cause);
+
+/* giturl.c: the upstream URL, restricted to what a GitHub-like host needs. */
+struct giturl {
+	char	*scheme;	/* "http" or "https" */
+	char	*host;		/* host[:port] exactly as in the URL, as git's credential protocol sends it */
+	char	*path;		/* without the leading '/', e.g. "owner/name.git" */
+};
+/* Parse url; returns 0, or -1 with *cause (caller frees) for anything unusual. */
+int	 giturl_parse(const char *url, struct giturl *, char **cause);
+void	 giturl_free(struct giturl *);
+/* Whether two repository paths name the same repository, ignoring one trailing ".git". */
+int	 giturl_path_eq(const char *, const char *);
+
+/* gitenv.c: the environment contract with the bridge, and the one given to host git. */
+struct gitctx {
+	char		*service;	/* "upload-pack" or "receive-pack" */
+	char		*mirror;	/* absolute path of the bare mirror, "...name.git" */
+	char		*upstream;	/* SHIMBRIDGE_UPSTREAM verbatim */
+	struct giturl	 url;		/* ...parsed */
+	char		*username;
+	char		*token;		/* wiped by gitenv_free() */
+	char		*protected_raw;	/* SHIMBRIDGE_PROTECTED verbatim */
+	char	       **protected;	/* branch names */
+	size_t		 nprotected;
+	char		*deny_raw;	/* SHIMBRIDGE_DENY_PATHS verbatim */
+	char	       **deny;		/* path prefixes */
+	size_t		 ndeny;
+	char		*git;		/* absolute path of the git binary */
+	char		*protocol;	/* "version=N" or NULL */
+	char		*home;		/* private empty HOME, or NULL */
+	char		*self;		/* absolute path of this program */
+};
+#define GITENV_SERVICE	0x01	/* SHIMBRIDGE_SERVICE, SHIMBRIDGE_GIT_PROTOCOL */
+#define GITENV_MIRROR	0x02	/* SHIMBRIDGE_MIRROR */
+#define GITENV_UPSTREAM	0x04	/* SHIMBRIDGE_UPSTREAM */
+#define GITENV_CRED	0x08	/* SHIMBRIDGE_USERNAME, SHIMBRIDGE_TOKEN */
+#define GITENV_POLICY	0x10	/* SHIMBRIDGE_PROTECTED, SHIMBRIDGE_DENY_PATHS */
+#define GITENV_GIT	0x20	/* SHIMBRIDGE_GIT (required), HOME, our own path */
+/* Fill ctx from our environment; the flags name what must be present and valid. */
+int	 gitenv_load(struct gitctx *, int flags, char **cause);
+void	 gitenv_free(struct gitctx *);
+/* Whether branch (without "refs/heads/") is protected. */
+int	 gitenv_is_protected(const struct gitctx *, const char *branch);
+/* Split a comma-separated list, dropping empty items and surrounding blanks. */
+int	 gitenv_split(const char *, char ***items, size_t *n, char **cause);
+/* Build a child's environment from nothing; free with gitenv_free_child(). */
+char	**gitenv_child(const struct gitctx *, int runflags);
+void	 gitenv_free_child(char **);
+
+/* gitrun.c: running host git, always hardened, never through a shell. */
+#define GITRUN_CRED	0x01	/* credential helper -c options + credential variables */
+#define GITRUN_HOOK	0x02	/* everything the pre-receive hook needs */
+#define GITRUN_QUARANTINE 0x04	/* pass receive-pack's quarantine variables through */
+#define GITRUN_PROTOCOL	0x08	/* GIT_PROTOCOL from the client, if valid */
+#define GITRUN_READONLY	0x10	/* GIT_OPTIONAL_LOCKS=0 */
+
+#define GITRUN_NULL	(-1)	/* child fd is /dev/null */
+#define GITRUN_PIPE	(-2)	/* child fd is a pipe; we keep the read end */
+
+/* One running git child. */
+struct gitproc {
+	pid_t	pid;
+	int	out;		/* our read end of its stdout, or -1 */
+	int	err;		/* our read end of its stderr, or -1 */
+};
+/* Called for each stdout record (separator removed, NUL-terminated); -1 stops reading. */
+typedef int (*gitrun_cb)(const char *rec, size_t len, void *arg);
+
+/* Start git with args (after the binary; NULL-terminated); in/out/err are fds to give it, or GITRUN_*. */
+int	 gitrun_start(const struct gitctx *, int runflags, const char *const *args,
+	     int in, int out, int err, struct gitproc *, char **cause);
+/* Read a child's pipes to EOF: stdout records to cb (may be NULL), stderr into errbuf (may be NULL). */
+int	 gitrun_read(struct gitproc *, int sep, gitrun_cb, void *arg, struct gitbuf *errbuf,
+	     char **cause);
+/* Reap pid; returns its exit status, 128+signal if killed, or -1 with *cause. */
+int	 gitrun_wait(pid_t, char **cause);
+/* Kill (SIGKILL) and reap a child we give up on, closing our pipe ends. */
+void	 gitrun_abort(struct gitproc *);
+/* Run git to completion capturing stdout (capped, over-cap is an error) and stderr; returns its status or -1. */
+int	 gitrun_cmd(const struct gitctx *, int runflags, const char *const *args,
+	     struct gitbuf *out, struct gitbuf *err, char **cause);
+/* Quote s for /bin/sh with single quotes. */
+char	*gitrun_shquote(const char *);
+/* The absolute path of the running program, or NULL with *cause. */
+char	*gitrun_self_path(char **cause);
+
+/* gitmsg.c: messages for the sandboxed user (stderr), sanitized and redacted. */
+void	 gitmsg_init(const char *secret);
+/* Print "shimbridge: <message>" on one line. */
+void	 gitmsg_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print each line of buf as "shimbridge: <prefix><line>". */
+void	 gitmsg_relay(const char *prefix, const char *buf, size_t len);
+/* Redact, then replace control bytes, in a copy of buf[0..len). */
+char	*gitmsg_clean(const char *buf, size_t len);
+/* The most useful line(s) of git's stderr, as one line of at most max bytes. */
+char	*gitmsg_summary(const char *buf, size_t max);
+
+/* gitcred.c: git's credential helper protocol. */
+struct gitcred {
+	char	*protocol;
+	char	*host;
+	char	*path;
+	char	*username;
+};
+/* Parse a helper request (key=value lines); -1 with *cause on NULs, long lines, too many lines. */
+int	 gitcred_parse(const char *buf, size_t len, struct gitcred *, char **cause);
+void	 gitcred_free(struct gitcred *);
+/* Whether the request names exactly this upstream (protocol, host:port, path +/- ".git"). */
+int	 gitcred_match(const struct gitcred *, const struct giturl *, const char *username);
+/* The "credential get|store|erase" mode; returns an exit code. */
+int	 gitcred_helper(int argc, char **argv);
+/* Zero memory in a way the compiler keeps. */
+void	 gitcred_wipe(void *, size_t);
+
+/* gitmirror.c: the runner-owned bare mirror. */
+/* Check path is absolute, canonical, ends in ".git" and is not a symlink. */
+int	 gitmirror_check_path(const char *path, char **cause);
+/* Open and flock path.lock (LOCK_EX or LOCK_SH); returns the fd (close to unlock) or -1. */
+int	 gitmirror_lock(const char *path, int how, char **cause);
+/*
+ * Create the mirror if missing, fetched and complete, atomically (*created = 1), and
+ * repair its hook; needs LOCK_EX. -1 with a one-line *cause.
+ */
+int	 gitmirror_ensure(const struct gitctx *, int *created, char **cause);
+/* Fetch upstream into the mirror with pruning (needs LOCK_EX); -1 and a one-line *cause. */
+int	 gitmirror_fetch(const struct gitctx *, char **cause);
+/* The "maintain MIRROR" mode; returns an exit code. */
+int	 gitmirror_maintain(int argc, char **argv);
+
+/* githook.c: the mirror's pre-receive hook. */
+struct githook_update {
+	char	*old;		/* hex object names; all zeros = none */
+	char	*new;
+	char	*ref;
+};
+/* Parse one "old new ref" line (no newline); -1 with *cause if malformed. */
+int	 githook_parse_line(const char *line, size_t len, struct githook_update *, char **cause);
+void	 githook_free_update(struct githook_update *);
+/* The "hook pre-receive" mode; returns an exit code. */
+int	 githook_pre_receive(int argc, char **argv);
+
+#endif

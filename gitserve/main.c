@@ -1,0 +1,133 @@
+/*
+ * shimbridge-git: serve one git network operation of a sandbox from a runner-owned
+ * mirror of its upstream repository. See gitserve.h for the pieces.
+ */
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+#include "gitserve.h"
+
+/* Print the usage text to f. */
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: shimbridge-git [serve]              serve SHIMBRIDGE_SERVICE on stdin/stdout\n"
+	    "       shimbridge-git hook pre-receive     the mirror's pre-receive hook\n"
+	    "       shimbridge-git credential get|store|erase\n"
+	    "       shimbridge-git maintain MIRROR      gc a mirror under its lock\n"
+	    "       shimbridge-git --help | --version\n"
+	    "\n"
+	    "Run by shimbridged as the runner user with only these variables:\n"
+	    "  SHIMBRIDGE_SERVICE      upload-pack or receive-pack (git- prefix allowed)\n"
+	    "  SHIMBRIDGE_MIRROR       absolute path of the session's bare mirror (NAME.git)\n"
+	    "  SHIMBRIDGE_UPSTREAM     http(s)://host[:port]/owner/name[.git]\n"
+	    "  SHIMBRIDGE_USERNAME     upstream user name (e.g. x-access-token)\n"
+	    "  SHIMBRIDGE_TOKEN        upstream token (never written anywhere)\n"
+	    "  SHIMBRIDGE_PROTECTED    branches that may not be deleted or force-pushed\n"
+	    "  SHIMBRIDGE_DENY_PATHS   path prefixes a push may not change\n"
+	    "  SHIMBRIDGE_GIT          absolute path of git\n"
+	    "  SHIMBRIDGE_GIT_PROTOCOL optional: version=0, version=1 or version=2\n"
+	    "  HOME                    a private empty directory\n"
+	    "\n"
+	    "Exit status: 0 done, 1 push refused, 2 usage, 128 upstream or setup failure;\n"
+	    "otherwise that of git upload-pack/receive-pack.\n");
+}
+
+/* Serve upload-pack or receive-pack from the refreshed mirror. */
+static int
+serve(void)
+{
+	struct gitctx	 ctx;
+	struct gitproc	 gp;
+	char		*cause = NULL;
+	const char	*args[4];
+	int		 fd = -1, rc = GS_EXIT_FATAL, status, runflags, created;
+
+	if (gitenv_load(&ctx, GITENV_SERVICE | GITENV_MIRROR | GITENV_UPSTREAM | GITENV_CRED |
+	    GITENV_POLICY | GITENV_GIT, &cause) != 0)
+		goto out;
+	if (chdir("/") != 0) {
+		xasprintf(&cause, "chdir /: %s", strerror(errno));
+		goto out;
+	}
+
+	/* Exclusive while we create the mirror, fetch into it, or receive a push. */
+	if ((fd = gitmirror_lock(ctx.mirror, LOCK_EX, &cause)) == -1)
+		goto out;
+	if (gitmirror_ensure(&ctx, &created, &cause) != 0)
+		goto out;
+	if (!created && gitmirror_fetch(&ctx, &cause) != 0)
+		goto out;
+
+	if (strcmp(ctx.service, "upload-pack") == 0) {
+		/* Readers share; a writer waiting in between just goes first. */
+		if (flock(fd, LOCK_SH) != 0) {
+			xasprintf(&cause, "lock: %s", strerror(errno));
+			goto out;
+		}
+		args[0] = "upload-pack";
+		args[1] = "--strict";
+		args[2] = ctx.mirror;
+		args[3] = NULL;
+		runflags = GITRUN_PROTOCOL;
+	} else {
+		args[0] = "receive-pack";
+		args[1] = ctx.mirror;
+		args[2] = NULL;
+		runflags = GITRUN_PROTOCOL | GITRUN_HOOK;
+	}
+	if (gitrun_start(&ctx, runflags, args, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, &gp,
+	    &cause) != 0)
+		goto out;
+	if ((status = gitrun_wait(gp.pid, &cause)) == -1)
+		goto out;
+	rc = status;
+
+out:
+	if (cause != NULL) {
+		gitmsg_say("%s", cause);
+		free(cause);
+	}
+	if (fd != -1)
+		close(fd);
+	gitenv_free(&ctx);
+	return rc;
+}
+
+/* Dispatch on the mode in argv[1]. */
+int
+main(int argc, char **argv)
+{
+	util_progname = "shimbridge";
+	umask(077);
+	/* We must outlive a vanished client to reap our children; they get SIG_DFL back. */
+	signal(SIGPIPE, SIG_IGN);
+
+	if (argc < 2 || (strcmp(argv[1], "serve") == 0 && argc == 2))
+		return serve();
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage(stdout);
+		return GS_EXIT_OK;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("shimbridge-git %s\n", SHIMBRIDGE_VERSION);
+		return GS_EXIT_OK;
+	}
+	if (strcmp(argv[1], "hook") == 0)
+		return githook_pre_receive(argc, argv);
+	if (strcmp(argv[1], "credential") == 0)
+		return gitcred_helper(argc, argv);
+	if (strcmp(argv[1], "maintain") == 0)
+		return gitmirror_maintain(argc, argv);
+	usage(stderr);
+	return GS_EXIT_USAGE;
+}
