@@ -80,6 +80,30 @@ static const struct enc_case enc_cases[] = {
 };
 #define ENC_SECRET_PATTERNS 15
 
+/* A secret whose base64 has '+' and '/' at every offset, so both alphabets count. */
+static const unsigned char b64_secret[] = "ok\377\376\373\357\276\373\377\277>>\?\?";
+static const struct enc_case b64_cases[] = {
+	{ "base64 +/ offset 0",
+	    "b64=b2v//vvvvvv/vz4+Pz8h.",
+	    "b64=[REDACTED]8h." },
+	{ "base64 +/ offset 1",
+	    "b64=eG9r//777777/78+Pj8/IQ==.",
+	    "b64=eG[REDACTED]IQ==." },
+	{ "base64 +/ offset 2",
+	    "b64=eHlva//++++++/+/Pj4/PyE=.",
+	    "b64=eHl[REDACTED]yE=." },
+	{ "base64url -_ offset 0",
+	    "b64=b2v__vvvvvv_vz4-Pz8h.",
+	    "b64=[REDACTED]8h." },
+	{ "base64url -_ offset 1",
+	    "b64=eG9r__777777_78-Pj8_IQ==.",
+	    "b64=eG[REDACTED]IQ==." },
+	{ "base64url -_ offset 2",
+	    "b64=eHlva__------_-_Pj4_PyE=.",
+	    "b64=eHl[REDACTED]yE=." },
+};
+#define B64_SECRET_PATTERNS 12
+
 /* Sixteen secrets: A is a prefix of B, C overlaps A's end, E overlaps D's end. */
 static const char *const many_secrets[16] = {
 	"abcdefgh", "abcdefghijkl", "efghXYZW", "0123456789", "6789zzzz",
@@ -240,6 +264,17 @@ test_encodings(void **state)
 		    strlen(c->out));
 	}
 	redact_free(r);
+
+	r = new_one(b64_secret, sizeof b64_secret - 1);
+	assert_int_equal(redact_patterns(r), B64_SECRET_PATTERNS);
+	for (i = 0; i < sizeof b64_cases / sizeof b64_cases[0]; i++) {
+		const struct enc_case *c = &b64_cases[i];
+
+		print_message("encoding: %s\n", c->name);
+		check_all_splits(r, (const unsigned char *)c->in, strlen(c->in), c->out,
+		    strlen(c->out));
+	}
+	redact_free(r);
 }
 
 /* All encodings one after another in one stream, cut at every position. */
@@ -344,12 +379,47 @@ test_hold_and_flush(void **state)
 	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
 	buf_check(&b, "", 0);
 
+	/* Flush ends the stream: a match cannot span it. */
+	b.len = 0;
+	assert_int_equal(redact_feed(r, "abcd", 4, buf_sink, &b), 0);
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	assert_int_equal(redact_feed(r, "efghij", 6, buf_sink, &b), 0);
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	buf_check(&b, LIT("abcdefghij"));
+
 	/* Flush on an empty stream writes nothing; so does an empty feed. */
 	b.calls = 0;
 	assert_int_equal(redact_feed(r, "", 0, buf_sink, &b), 0);
 	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
 	assert_int_equal(b.calls, 0);
 	free(b.p);
+	redact_free(r);
+}
+
+/* Covered runs found behind an unsettled byte merge before they are written. */
+static void
+test_pending_runs_merge(void **state)
+{
+	static const char *const secrets[] = { "abcdefghijk", "cdef", "efgh", "ghij" };
+	struct redact *r = new_str(secrets, 4);
+	struct buf b = { 0 };
+
+	(void)state;
+	/* "a" stays open while "cdef", "efgh" and "ghij" are found: nothing can be
+	 * written until the long pattern fails or completes. */
+	assert_int_equal(redact_feed(r, "zzabcdefghij", 12, buf_sink, &b), 0);
+	buf_check(&b, LIT("zz"));
+	assert_int_equal(redact_held(r), 10);
+	assert_int_equal(redact_feed(r, "!", 1, buf_sink, &b), 0);
+	buf_check(&b, LIT("zzab" MASK "!"));
+	assert_int_equal(redact_held(r), 0);
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	free(b.p);
+
+	check_all_splits(r, LIT("zzabcdefghij!"), LIT("zzab" MASK "!"));
+	check_all_splits(r, LIT("zzabcdefghijk!"), LIT("zz" MASK "!"));
+	check_all_splits(r, LIT("abcdefXghij"), LIT("ab" MASK "X" MASK));
+	check_all_splits(r, LIT("abcdefgh"), LIT("ab" MASK));
 	redact_free(r);
 }
 
@@ -555,6 +625,7 @@ main(void)
 		cmocka_unit_test(test_many_secrets),
 		cmocka_unit_test(test_adjacent_one_mask),
 		cmocka_unit_test(test_hold_and_flush),
+		cmocka_unit_test(test_pending_runs_merge),
 		cmocka_unit_test(test_pass_through),
 		cmocka_unit_test(test_short_secrets),
 		cmocka_unit_test(test_binary),
