@@ -530,6 +530,7 @@ parse_secrets(struct loader *l, json_t *obj, const char *where, struct secret_sr
 			return -1;
 		}
 		if (secret_parse(e, k, w, &(*out)[*nout], &cause) != 0) {
+			secret_clear(&(*out)[*nout]);	/* the half-parsed entry is not counted */
 			lerr(l, w, "%s", cause);
 			free(cause);
 			free(w);
