@@ -642,6 +642,9 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 		return -1;
 	c->git_timeout = (int)v;
 	if (json_object_get(obj, "protected_branches") != NULL) {
+		while (c->nprotected_branches > 0)	/* the defaults */
+			free(c->protected_branches[--c->nprotected_branches]);
+		free(c->protected_branches);
 		c->protected_branches = NULL;
 		c->nprotected_branches = 0;
 		if (get_strv(l, obj, "git", "protected_branches", 256, &c->protected_branches,
@@ -649,6 +652,9 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 			return -1;
 	}
 	if (json_object_get(obj, "deny_paths") != NULL) {
+		while (c->ndeny_paths > 0)
+			free(c->deny_paths[--c->ndeny_paths]);
+		free(c->deny_paths);
 		c->deny_paths = NULL;
 		c->ndeny_paths = 0;
 		if (get_strv(l, obj, "git", "deny_paths", 256, &c->deny_paths,
