@@ -158,7 +158,8 @@ CWD=demo agent 'gh pr create --title "Agent change" --body "Made in the sandbox"
 agent 'gh pr list -R octo/demo'
 
 step "Where did the token go?"
-note "upstream saw it: $(grep -c "$TOKEN" "$D/gh/requests.log") API requests carried it; git server: $(grep -c '"auth_ok": true' "$D/git/requests.log") authenticated requests"
+note "upstream saw it: $(grep -c "$TOKEN" "$D/gh/requests.log") API requests carried it; git server: $(grep -c '"auth": true' "$D/git/requests.log") authenticated requests"
+note "upstream now has: $(git -C "$D/git/root/octo/demo.git" for-each-ref --format='%(refname:short)' refs/heads | tr '\n' ' ')"
 leaks=0
 check() {
 	if eval "$2" 2>/dev/null | grep -qF "$TOKEN"; then
