@@ -5,6 +5,7 @@
 # mirror and wrapper; the server is shared.
 #
 # The wrapper plays the daemon: `env -i` and exactly the documented variables.
+# Note: bash's errexit ignores "! cmd", so negations are written "! cmd || false".
 
 bats_require_minimum_version 1.5.0
 
@@ -12,10 +13,12 @@ setup_file() {
 	export ROOT_DIR BIN T TOKEN PORT FIXTURES
 	ROOT_DIR="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 	FIXTURES="$ROOT_DIR/tests/fixtures"
-	BIN="$ROOT_DIR/build/shimbridge-git"
+	# SHIMBRIDGE_GIT_BIN=/abs/build/san/shimbridge-git runs the suite on another build.
+	BIN="${SHIMBRIDGE_GIT_BIN:-$ROOT_DIR/build/shimbridge-git}"
 	# The Makefile target needs all of common/ to build; fall back to the file set this
 	# program actually uses.
-	if ! make -s -C "$ROOT_DIR" build/shimbridge-git >/dev/null 2>&1; then
+	if [ -z "${SHIMBRIDGE_GIT_BIN:-}" ] &&
+	    ! make -s -C "$ROOT_DIR" build/shimbridge-git >/dev/null 2>&1; then
 		mkdir -p "$ROOT_DIR/build"
 		gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow \
 		    -Wstrict-prototypes -Wmissing-prototypes -I"$ROOT_DIR/common" \
@@ -92,7 +95,7 @@ exec $* /usr/bin/env -i \\
     SHIMBRIDGE_TOKEN='$tok' \\
     SHIMBRIDGE_PROTECTED=main,master \\
     SHIMBRIDGE_DENY_PATHS=.github/workflows/ \\
-    SHIMBRIDGE_GIT=/usr/bin/git \\
+    SHIMBRIDGE_GIT='${WRAP_GIT:-/usr/bin/git}' \\
     SHIMBRIDGE_GIT_PROTOCOL='$proto' \\
     HOME='$T/home$N' PATH=/usr/bin:/bin LANG=C.UTF-8 \\
     '$BIN'
@@ -154,15 +157,20 @@ commit_file() {
 	[ "$(git --git-dir="$MIRROR" config gc.auto)" = 0 ]
 	grep -q 'hook pre-receive' "$MIRROR/hooks/pre-receive"
 	[ -z "$(find "$MIRROR" -name '*.sample')" ]
-	! grep -rqF "$TOKEN" "$MIRROR"
+	! grep -rqF "$TOKEN" "$MIRROR" || false
 }
 
-@test "fetch brings in a new upstream commit" {
+@test "fetch brings in a new upstream commit, and branches deleted upstream go away" {
+	git -C "$W/seed" push -q "$UP" main:doomed
 	clone
+	[ "$(git -C "$W/c" rev-parse origin/doomed)" = "$(upref refs/heads/doomed)" ]
 	upstream_commit NEWS "news"
-	cgit -C "$W/c" fetch origin
+	git -C "$W/seed" push -q "$UP" :doomed
+	cgit -C "$W/c" fetch --prune origin
 	[ "$status" -eq 0 ]
 	[ "$(git -C "$W/c" rev-parse origin/main)" = "$(upref refs/heads/main)" ]
+	! git -C "$W/c" rev-parse -q --verify origin/doomed || false
+	! git --git-dir="$MIRROR" rev-parse -q --verify refs/heads/doomed || false
 }
 
 @test "the mirror follows upstream's default branch" {
@@ -217,7 +225,7 @@ commit_file() {
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"upstream: GH006: Protected branch update failed for refs/heads/upstream-reject-1."* ]]
 	[ "$(upref refs/heads/upstream-reject-1)" = none ]
-	! git --git-dir="$MIRROR" rev-parse -q --verify refs/heads/upstream-reject-1
+	! git --git-dir="$MIRROR" rev-parse -q --verify refs/heads/upstream-reject-1 || false
 }
 
 @test "deleting a protected branch is refused by the policy and nothing is sent upstream" {
@@ -308,9 +316,11 @@ commit_file() {
 	}
 	ok=$'username=x-access-token\npassword='"$TOKEN"
 	cred get <<<$'protocol=http\nhost=127.0.0.1:'"$PORT"$'\npath=owner/'"$REPO"'.git'
-	[ "$status" -eq 0 ] && [ "$output" = "$ok" ]
+	[ "$status" -eq 0 ]
+	[ "$output" = "$ok" ]
 	cred get <<<$'protocol=http\nhost=127.0.0.1:'"$PORT"$'\npath=owner/'"$REPO"
-	[ "$status" -eq 0 ] && [ "$output" = "$ok" ]
+	[ "$status" -eq 0 ]
+	[ "$output" = "$ok" ]
 
 	for req in \
 	    $'protocol=https\nhost=127.0.0.1:'"$PORT"$'\npath=owner/'"$REPO"'.git' \
@@ -347,9 +357,11 @@ commit_file() {
 	[ -z "$output" ]
 
 	cred store <<<$'protocol=http\nhost=127.0.0.1:'"$PORT"$'\npath=owner/'"$REPO"$'.git\npassword=zzz'
-	[ "$status" -eq 0 ] && [ -z "$output" ]
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
 	cred erase <<<$'protocol=http\nhost=127.0.0.1:'"$PORT"
-	[ "$status" -eq 0 ] && [ -z "$output" ]
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
 }
 
 @test "two concurrent pushes to different branches both land and the mirror stays clean" {
@@ -371,7 +383,8 @@ commit_file() {
 	wait $p1 || s1=$?
 	wait $p2 || s2=$?
 	cat "$W/p1.out" "$W/p2.out" >>"$CLIENT_LOG"
-	[ "$s1" -eq 0 ] && [ "$s2" -eq 0 ]
+	[ "$s1" -eq 0 ]
+	[ "$s2" -eq 0 ]
 	[ "$(upref refs/heads/one)" = "$(git -C "$W/c" rev-parse HEAD)" ]
 	[ "$(upref refs/heads/two)" = "$(git -C "$W/d" rev-parse HEAD)" ]
 	git --git-dir="$MIRROR" fsck --strict --no-dangling
@@ -395,6 +408,22 @@ commit_file() {
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"shimbridge: waiting for another git operation on this repository"* ]]
 	[ $(((end - start) / 1000000)) -ge 1000 ]
+
+	# While upload-pack serves, the lock is held shared: readers may enter, writers wait.
+	mkfifo "$W/in"
+	"$T/srv$N.sh" git-upload-pack <"$W/in" >"$W/adv" 2>/dev/null 3>&- &
+	server=$!
+	exec 8>"$W/in"
+	for _ in $(seq 250); do
+		[ -s "$W/adv" ] && break
+		sleep 0.02
+	done
+	[ -s "$W/adv" ]
+	flock -s -n "$MIRROR.lock" true
+	! flock -x -n "$MIRROR.lock" true || false
+	exec 8>&-
+	wait "$server" || true
+	flock -x -n "$MIRROR.lock" true
 }
 
 @test "a wrong token fails with upstream's message and exit 128, and is not shown" {
@@ -417,7 +446,7 @@ commit_file() {
 	[[ "$output" == *"debug: token is [redacted]"* ]]
 	cgit -C "$W/c" fetch origin
 	cgit -C "$W/c" push origin :main
-	! grep -qF "$TOKEN" "$CLIENT_LOG"
+	! grep -qF "$TOKEN" "$CLIENT_LOG" || false
 }
 
 @test "protocol v2 is served when asked for, and an invalid GIT_PROTOCOL is ignored" {
@@ -426,7 +455,7 @@ commit_file() {
 	grep -q 'version 2' "$W/v2.trace"
 	make_wrapper "$T/v9$N.sh" "$TOKEN" 'version=9'
 	GIT_TRACE_PACKET="$W/v9.trace" git -c protocol.ext.allow=always ls-remote "ext::$T/v9$N.sh %S" >/dev/null
-	! grep -q 'version 2' "$W/v9.trace"
+	! grep -q 'version 2' "$W/v9.trace" || false
 	grep -q 'refs/heads/main' "$W/v9.trace"
 }
 
@@ -474,13 +503,65 @@ commit_file() {
 	[ "$(upref refs/heads/from-nobody)" = "$(git -C "$W/c" rev-parse HEAD)" ]
 }
 
+@test "every host git gets fds 0-2 only, no token in argv, and a built environment" {
+	cat >"$T/spy$N" <<EOF
+#!/usr/bin/python3 -I
+import os, sys
+fds = []
+for fd in range(3, 1024):
+    try:
+        os.fstat(fd)
+        fds.append(str(fd))
+    except OSError:
+        pass
+with open("$W/spy.log", "a") as f:
+    f.write("%s|%s|%s\n" % (" ".join(sys.argv[1:]), ",".join(fds), " ".join(sorted(os.environ))))
+os.execv("/usr/bin/git", ["git"] + sys.argv[1:])
+EOF
+	chmod 755 "$T/spy$N"
+	WRAP_GIT="$T/spy$N" make_wrapper "$T/spied$N.sh" "$TOKEN" version=2
+	# Leak an fd into the serving process on purpose: its children must not get it.
+	exec 7</dev/null
+	cgit clone "ext::$T/spied$N.sh %S" "$W/c"
+	[ "$status" -eq 0 ]
+	git -C "$W/c" checkout -q -b spied
+	commit_file "$W/c" s
+	cgit -C "$W/c" push origin spied
+	exec 7<&-
+	[ "$status" -eq 0 ]
+	# init, fetch, upload-pack, receive-pack, rev-list, diff-tree and push at least.
+	for cmd in init fetch upload-pack receive-pack rev-list diff-tree push; do
+		cut -d'|' -f1 "$W/spy.log" | grep -qE -- "(^| )$cmd " || { echo "no git $cmd seen"; return 1; }
+	done
+	# Fields: argv | fds above 2 | variable names.
+	! cut -d'|' -f2 "$W/spy.log" | grep -q . || false
+	! cut -d'|' -f1 "$W/spy.log" | grep -qF "$TOKEN" || false
+	while IFS='|' read -r args fds names; do
+		for v in $names; do
+			[[ "$v" =~ ^(PATH|HOME|LANG|LC_ALL|GIT_[A-Z_]+|SHIMBRIDGE_[A-Z_]+)$ ]] ||
+			    { echo "unexpected variable $v for: $args"; return 1; }
+		done
+		[[ " $names " == *" GIT_CONFIG_NOSYSTEM "* && " $names " == *" GIT_CONFIG_GLOBAL "* ]] ||
+		    { echo "unhardened: $args / $fds / $names"; return 1; }
+		[[ " $names " != *" GIT_TRACE"* && " $names " != *" GIT_ASKPASS "* ]]
+		case "$args" in
+		*"upload-pack --strict "*|*" rev-list "*|*" diff-tree "*|*" init --bare "*)
+			[[ " $names " != *" SHIMBRIDGE_TOKEN "* ]] ||
+			    { echo "token given to: $args"; return 1; } ;;
+		esac
+	done <"$W/spy.log"
+}
+
 @test "usage, version and unknown modes" {
 	run "$BIN" --version
-	[ "$status" -eq 0 ] && [[ "$output" == "shimbridge-git "* ]]
+	[ "$status" -eq 0 ]
+	[[ "$output" == "shimbridge-git "* ]]
 	run "$BIN" --help
-	[ "$status" -eq 0 ] && [[ "$output" == *SHIMBRIDGE_MIRROR* ]]
+	[ "$status" -eq 0 ]
+	[[ "$output" == *SHIMBRIDGE_MIRROR* ]]
 	run "$BIN" frobnicate
 	[ "$status" -eq 2 ]
 	run env -i "$BIN"
-	[ "$status" -eq 128 ] && [[ "$output" == *"SHIMBRIDGE_SERVICE is not set"* ]]
+	[ "$status" -eq 128 ]
+	[[ "$output" == *"SHIMBRIDGE_SERVICE is not set"* ]]
 }
