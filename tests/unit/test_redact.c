@@ -478,6 +478,35 @@ test_binary(void **state)
 	redact_free(r);
 }
 
+/* A secret using all 256 byte values: no byte class is left for "other" bytes. */
+static void
+test_all_bytes(void **state)
+{
+	unsigned char sec[256], in[2 + 256 + 256 + 1], out[2 + MASKLEN + 256 + 1];
+	struct redact *r;
+	size_t i, il = 0, ol = 0;
+
+	(void)state;
+	for (i = 0; i < 256; i++)
+		sec[i] = (unsigned char)i;
+	r = new_one(sec, sizeof sec);
+	in[il++] = '<';
+	memcpy(in + il, sec, sizeof sec);
+	il += sizeof sec;
+	/* The same bytes backwards match nothing and pass unchanged. */
+	for (i = 0; i < 256; i++)
+		in[il++] = (unsigned char)(255 - i);
+	in[il++] = '>';
+	out[ol++] = '<';
+	memcpy(out + ol, MASK, MASKLEN);
+	ol += MASKLEN;
+	for (i = 0; i < 256; i++)
+		out[ol++] = (unsigned char)(255 - i);
+	out[ol++] = '>';
+	check_all_splits(r, in, il, out, ol);
+	redact_free(r);
+}
+
 /* Identical patterns, within a secret or across secrets, are kept once. */
 static void
 test_dedup(void **state)
@@ -629,6 +658,7 @@ main(void)
 		cmocka_unit_test(test_pass_through),
 		cmocka_unit_test(test_short_secrets),
 		cmocka_unit_test(test_binary),
+		cmocka_unit_test(test_all_bytes),
 		cmocka_unit_test(test_dedup),
 		cmocka_unit_test(test_string),
 		cmocka_unit_test(test_streams),
