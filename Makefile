@@ -27,7 +27,7 @@ HDRS       := $(wildcard common/*.h bridge/*.h shim/*.h gitserve/*.h admin/*.h)
 
 # Object sets: normal ($(B)/o), sanitized ($(B)/san), fuzzing ($(B)/fuzz).
 obj   = $(patsubst %.c,$(B)/o/%.o,$(1))
-sobj  = $(patsubst %.c,$(B)/san/%.o,$(1))
+sobj  = $(patsubst %.c,$(B)/san/obj/%.o,$(1))
 fobj  = $(patsubst %.c,$(B)/fuzz/%.o,$(1))
 
 PROGS      := $(B)/shimbridged $(B)/shimbridge $(B)/shimbridge-git $(B)/shim
@@ -43,7 +43,7 @@ all: $(PROGS)
 $(B)/o/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASECFLAGS) $(CFLAGS) $(HARDEN) -c $< -o $@
-$(B)/san/%.o: %.c $(HDRS)
+$(B)/san/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASECFLAGS) $(SANFLAGS) -c $< -o $@
 $(B)/fuzz/%.o: %.c $(HDRS)
