@@ -848,7 +848,8 @@ load_dropins(struct loader *l, struct config *c)
 		names[n++] = xstrdup(de->d_name);
 	}
 	closedir(d);
-	qsort(names, n, sizeof *names, cmp_str);
+	if (n > 0)
+		qsort(names, n, sizeof *names, cmp_str);
 	for (i = 0; i < n; i++) {
 		char *path, *text = NULL;
 		json_t *root;

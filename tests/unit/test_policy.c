@@ -183,6 +183,7 @@ gh_decide(struct policy_ctx *ctx, const char *const *argv, size_t argc, char **r
 		free(t.rules[i].where);
 	}
 	free(t.rules);
+	free(t.help);
 	return allowed;
 }
 
