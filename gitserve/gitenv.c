@@ -75,7 +75,7 @@ fail:
 	return -1;
 }
 
-/* Check a protected branch name: a plain ref component list, nothing a glob could mean. */
+/* Check a protected branch name (without refs/heads/): plain, nothing a glob could mean. */
 static int
 gitenv_check_branch(const char *b)
 {
@@ -99,6 +99,11 @@ gitenv_load_policy(struct gitctx *ctx, char **cause)
 	if (gitenv_split(ctx->protected_raw, &ctx->protected, &ctx->nprotected, cause) != 0)
 		return -1;
 	for (i = 0; i < ctx->nprotected; i++) {
+		if (strncmp(ctx->protected[i], "refs/heads/", 11) == 0) {
+			tmp = xstrdup(ctx->protected[i] + 11);
+			free(ctx->protected[i]);
+			ctx->protected[i] = tmp;
+		}
 		if (gitenv_check_branch(ctx->protected[i]) != 0) {
 			xasprintf(cause, "SHIMBRIDGE_PROTECTED has an invalid branch name");
 			return -1;
@@ -265,21 +270,43 @@ gitenv_push(char ***envp, size_t *n, const char *name, const char *value)
 	(*envp)[++*n] = NULL;
 }
 
-/* Whether every ':'-separated element of list is inside dir. */
+/* Whether path (n bytes) names something strictly inside dir. */
+static int
+gitenv_inside_one(const char *p, size_t n, const char *dir)
+{
+	size_t	dlen = strlen(dir);
+
+	if (n <= dlen + 1 || strncmp(p, dir, dlen) != 0 || p[dlen] != '/')
+		return 0;
+	if (memmem(p, n, "/../", 4) != NULL || (n >= 3 && memcmp(p + n - 3, "/..", 3) == 0))
+		return 0;
+	return 1;
+}
+
+/*
+ * Whether every ':'-separated element of a path list is inside dir. git writes an element
+ * that contains ':' (a host:port directory) in C quotes; mirror paths hold no '"'
+ * or '\\' (gitmirror_check_path()), so such an element is "PATH" with nothing to
+ * unescape, and it is the only element we accept in that form.
+ */
 static int
 gitenv_inside(const char *list, const char *dir)
 {
-	size_t		 dlen = strlen(dir), n;
+	size_t		 n = strlen(list);
 	const char	*p = list, *end;
 
-	if (*list == '\0')
+	if (n == 0)
 		return 0;
+	if (list[0] == '"') {
+		if (n < 2 || list[n - 1] != '"' || memchr(list + 1, '"', n - 2) != NULL ||
+		    strchr(list, '\\') != NULL)
+			return 0;
+		return gitenv_inside_one(list + 1, n - 2, dir);
+	}
 	for (;;) {
 		end = strchr(p, ':');
 		n = end == NULL ? strlen(p) : (size_t)(end - p);
-		if (n <= dlen + 1 || strncmp(p, dir, dlen) != 0 || p[dlen] != '/')
-			return 0;
-		if (memmem(p, n, "/../", 4) != NULL || (n >= 3 && memcmp(p + n - 3, "/..", 3) == 0))
+		if (!gitenv_inside_one(p, n, dir))
 			return 0;
 		if (end == NULL)
 			return 1;
@@ -289,12 +316,19 @@ gitenv_inside(const char *list, const char *dir)
 
 /* Pass one of receive-pack's quarantine variables through if it points into the mirror. */
 static void
-gitenv_pass_quarantine(const struct gitctx *ctx, char ***envp, size_t *n, const char *name)
+gitenv_pass_quarantine(const struct gitctx *ctx, char ***envp, size_t *n, const char *name,
+    int islist)
 {
 	const char	*v = getenv(name);
+	int		 ok;
 
-	if (v != NULL && ctx->mirror != NULL && !gitenv_has_control(v) &&
-	    gitenv_inside(v, ctx->mirror))
+	if (v == NULL || ctx->mirror == NULL || gitenv_has_control(v))
+		return;
+	if (islist)
+		ok = gitenv_inside(v, ctx->mirror);
+	else
+		ok = gitenv_inside_one(v, strlen(v), ctx->mirror);
+	if (ok)
 		gitenv_push(envp, n, name, v);
 }
 
@@ -335,9 +369,9 @@ gitenv_child(const struct gitctx *ctx, int runflags)
 		gitenv_push(&envp, &n, "SHIMBRIDGE_GIT", ctx->git);
 	}
 	if (runflags & GITRUN_QUARANTINE) {
-		gitenv_pass_quarantine(ctx, &envp, &n, "GIT_QUARANTINE_PATH");
-		gitenv_pass_quarantine(ctx, &envp, &n, "GIT_OBJECT_DIRECTORY");
-		gitenv_pass_quarantine(ctx, &envp, &n, "GIT_ALTERNATE_OBJECT_DIRECTORIES");
+		gitenv_pass_quarantine(ctx, &envp, &n, "GIT_QUARANTINE_PATH", 0);
+		gitenv_pass_quarantine(ctx, &envp, &n, "GIT_OBJECT_DIRECTORY", 0);
+		gitenv_pass_quarantine(ctx, &envp, &n, "GIT_ALTERNATE_OBJECT_DIRECTORIES", 1);
 	}
 	return envp;
 }

@@ -255,7 +255,8 @@ githook_check_paths(const struct gitctx *ctx, const char *gitdir, struct githook
 	struct gitbuf		  err;
 	char			 *cause = NULL;
 	size_t			  i, k = 0;
-	int			  p[2] = { -1, -1 }, rc = -1, st1, st2, r;
+	char			 *summary;
+	int			  p[2] = { -1, -1 }, e[2] = { -1, -1 }, rc = -1, st1, st2, r;
 
 	memset(&scan, 0, sizeof scan);
 	scan.ctx = ctx;
@@ -278,20 +279,25 @@ githook_check_paths(const struct gitctx *ctx, const char *gitdir, struct githook
 	revlist[k++] = "--";
 	revlist[k] = NULL;
 
-	if (pipe2(p, O_CLOEXEC) == -1) {
+	/* rev-list | diff-tree; both write errors into one pipe we read with the output. */
+	if (pipe2(p, O_CLOEXEC) == -1 || pipe2(e, O_CLOEXEC) == -1) {
 		xasprintf(&cause, "pipe: %s", strerror(errno));
 		goto out;
 	}
 	if (gitrun_start(ctx, GITRUN_QUARANTINE | GITRUN_READONLY, revlist, GITRUN_NULL, p[1],
-	    GITRUN_NULL, &rl, &cause) != 0)
+	    e[1], &rl, &cause) != 0)
 		goto out;
 	close(p[1]);
 	p[1] = -1;
 	if (gitrun_start(ctx, GITRUN_QUARANTINE | GITRUN_READONLY, difftree, p[0], GITRUN_PIPE,
-	    GITRUN_PIPE, &dt, &cause) != 0)
+	    e[1], &dt, &cause) != 0)
 		goto out;
 	close(p[0]);
 	p[0] = -1;
+	close(e[1]);
+	e[1] = -1;
+	dt.err = e[0];
+	e[0] = -1;	/* transferred: gitrun_read() and gitrun_abort() close it */
 
 	r = gitrun_read(&dt, '\0', githook_scan_cb, &scan, &err, &cause);
 	if (r != 0)
@@ -302,8 +308,7 @@ githook_check_paths(const struct gitctx *ctx, const char *gitdir, struct githook
 	rl.pid = -1;
 	if (st1 != 0 || st2 != 0) {
 		if (cause == NULL) {
-			char *summary = gitmsg_summary(gitbuf_str(&err), 300);
-
+			summary = gitmsg_summary(gitbuf_str(&err), 300);
 			xasprintf(&cause, "git rev-list/diff-tree failed: %s", summary);
 			free(summary);
 		}
@@ -316,10 +321,12 @@ out:
 		gitmsg_say("refusing push: cannot inspect the pushed commits (%s)", cause);
 		free(cause);
 	}
-	if (p[0] != -1)
-		close(p[0]);
-	if (p[1] != -1)
-		close(p[1]);
+	for (i = 0; i < 2; i++) {
+		if (p[i] != -1)
+			close(p[i]);
+		if (e[i] != -1)
+			close(e[i]);
+	}
 	gitrun_abort(&dt);
 	gitrun_abort(&rl);
 	gitbuf_free(&err);

@@ -36,9 +36,11 @@ gitmirror_check_path(const char *path, char **cause)
 		    PATH_MAX - GITMIRROR_SUFFIX_MAX);
 		return -1;
 	}
+	/* No quoting characters either: git would quote such paths in its variables. */
 	for (base = path; *base != '\0'; base++) {
-		if ((unsigned char)*base < 0x20 || *base == 0x7f) {
-			xasprintf(cause, "mirror path contains a control character");
+		if ((unsigned char)*base < 0x20 || *base == 0x7f || *base == '"' ||
+		    *base == '\\') {
+			xasprintf(cause, "mirror path contains a control or quoting character");
 			return -1;
 		}
 	}

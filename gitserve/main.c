@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,23 @@ usage(FILE *f)
 	    "\n"
 	    "Exit status: 0 done, 1 push refused, 2 usage, 128 upstream or setup failure;\n"
 	    "otherwise that of git upload-pack/receive-pack.\n");
+}
+
+/*
+ * Make sure fds 0-2 are open, so that no pipe or file we open later lands on one
+ * of them and is handed to a child as its stdio by accident.
+ */
+static void
+sanitise_stdfd(void)
+{
+	int	fd;
+
+	for (fd = 0; fd < 3; fd++) {
+		if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+			continue;
+		if (open("/dev/null", O_RDWR) != fd)
+			_exit(GS_EXIT_FATAL);
+	}
 }
 
 /* Serve upload-pack or receive-pack from the refreshed mirror. */
@@ -108,6 +126,7 @@ int
 main(int argc, char **argv)
 {
 	util_progname = "shimbridge";
+	sanitise_stdfd();
 	umask(077);
 	/* We must outlive a vanished client to reap our children; they get SIG_DFL back. */
 	signal(SIGPIPE, SIG_IGN);

@@ -53,7 +53,7 @@ setup() {
 	REPO="repo$N"
 	UP="$T/root/owner/$REPO.git"
 	UPURL="http://127.0.0.1:$PORT/owner/$REPO.git"
-	MIRROR="$T/mirrors/s$N/127.0.0.1/owner/$REPO.git"
+	MIRROR="$T/mirrors/s$N/127.0.0.1:$PORT/owner/$REPO.git"
 	W="$T/work$N"
 	CLIENT_LOG="$T/client$N.log"
 	mkdir -p "$W" "$(dirname "$MIRROR")" "$T/home$N"
@@ -179,6 +179,22 @@ commit_file() {
 	cgit clone "$URL" "$W/c"
 	[ "$status" -eq 0 ]
 	[ "$(git -C "$W/c" symbolic-ref --short HEAD)" = trunk ]
+}
+
+@test "an empty upstream can be cloned and takes its first push" {
+	REPO="empty$N"
+	UP="$T/root/owner/$REPO.git"
+	UPURL="http://127.0.0.1:$PORT/owner/$REPO.git"
+	MIRROR="$T/mirrors/s$N/127.0.0.1:$PORT/owner/$REPO.git"
+	git init -q --bare -b main "$UP"
+	make_wrapper "$T/empty$N.sh" "$TOKEN" version=2
+	cgit clone "ext::$T/empty$N.sh %S" "$W/c"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"cloned an empty repository"* ]]
+	commit_file "$W/c" first.txt
+	cgit -C "$W/c" push origin HEAD:main
+	[ "$status" -eq 0 ]
+	[ "$(upref refs/heads/main)" = "$(git -C "$W/c" rev-parse HEAD)" ]
 }
 
 @test "push of a new branch lands upstream" {
@@ -490,7 +506,7 @@ commit_file() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root to switch users"
 	command -v setpriv >/dev/null || skip "no setpriv"
 	chown -R nobody:nogroup "$(dirname "$MIRROR")" "$T/home$N"
-	chmod 755 "$T/mirrors" "$T/mirrors/s$N" "$T/mirrors/s$N/127.0.0.1"
+	chmod 755 "$T/mirrors" "$T/mirrors/s$N" "$T/mirrors/s$N/127.0.0.1:$PORT"
 	make_wrapper "$T/nobody$N.sh" "$TOKEN" version=2 \
 	    setpriv --reuid=nobody --regid=nogroup --clear-groups
 	cgit clone "ext::$T/nobody$N.sh %S" "$W/c"
