@@ -49,6 +49,9 @@ static const char b64_std[] =
 static const char b64_url[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 static const char hex_lower[] = "0123456789abcdef";
+/* Bytes every secret's encodings may use: the safe hold treats them all alike. */
+static const char holdable_always[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_.~%\\\"";
 static const char hex_upper[] = "0123456789ABCDEF";
 
 /*
@@ -69,7 +72,9 @@ struct redact_ac {
 	uint32_t	 stride;
 	uint32_t	 shallow;	/* states below: root and depth 1 */
 	uint32_t	 match;		/* states from here on end a pattern */
+	size_t		 safecap;	/* longest hold under REDACT_HOLD_SAFE */
 	uint8_t		 cls[256];	/* byte -> class */
+	uint8_t		 holdable[256];	/* bytes the safe hold keeps: F and pattern bytes */
 	uint8_t		*bigram;	/* [REDACT_BIGRAMS]: can a pattern start with it */
 	uint32_t	*table;		/* [nstates * stride] */
 };
@@ -87,6 +92,8 @@ struct redact_state {
 	uint32_t	 state;		/* automaton state after byte pos - 1 */
 	int		 in_run;	/* byte emitted - 1 was covered (mask written) */
 	int		 failed;	/* a sink failed: the stream is dead */
+	int		 minimal;	/* REDACT_HOLD_MINIMAL */
+	size_t		 arun;		/* holdable bytes ending at pos, at most safecap */
 	unsigned char	*hold;		/* bytes [emitted, pos); NULL for one-shot use */
 	size_t		 holdcap;
 	size_t		 nhold;		/* bytes of hold in use, for wiping */
@@ -451,6 +458,10 @@ redact_build_classes(struct redact_build *b, struct redact_ac *ac)
 			ac->cls[c] = (uint8_t)next;
 	}
 	ac->classes = next < 256 ? next + 1 : 256;
+	for (c = 0; c < 256; c++)
+		ac->holdable[c] = used[c];
+	for (i = 0; holdable_always[i] != '\0'; i++)
+		ac->holdable[(unsigned char)holdable_always[i]] = 1;
 	sodium_memzero(used, sizeof used);
 }
 
@@ -567,6 +578,17 @@ redact_bigram(const unsigned char *p)
 	return x;
 }
 
+/*
+ * Room for covered intervals: a stream holds at most safecap (>= maxlen - 1) bytes,
+ * and the intervals in them are disjoint and not adjacent, so at most half as many,
+ * plus one being added.
+ */
+static size_t
+redact_ivcap(const struct redact_ac *ac)
+{
+	return ac->safecap / 2 + 3;
+}
+
 /* Allocate a stream on ac (taking a reference) with room for what it may hold. */
 static struct redact *
 redact_stream_alloc(struct redact_ac *ac)
@@ -574,11 +596,12 @@ redact_stream_alloc(struct redact_ac *ac)
 	struct redact *r;
 	size_t hsz, ivcap, ivsz, size = 0, m;
 
-	/* A stream holds fewer than maxlen bytes; covered intervals in them are disjoint
-	 * and not adjacent, so at most maxlen / 2 + 1 of them, plus one being added. */
-	ivcap = ac->maxlen / 2 + 2;
-	if ((hsz = redact_round(ac->maxlen + 1)) == 0 ||
-	    redact_mul(&m, ivcap, sizeof *r->st.iv) != 0 || (ivsz = redact_round(m)) == 0 ||
+	if (ac->safecap == SIZE_MAX || (hsz = redact_round(ac->safecap + 1)) == 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ivcap = redact_ivcap(ac);
+	if (redact_mul(&m, ivcap, sizeof *r->st.iv) != 0 || (ivsz = redact_round(m)) == 0 ||
 	    redact_add(&size, redact_round(sizeof *r)) != 0 || redact_add(&size, hsz) != 0 ||
 	    redact_add(&size, ivsz) != 0) {
 		errno = ENOMEM;
@@ -658,6 +681,9 @@ redact_new(const struct redact_secret *secrets, size_t n)
 	if ((ac = redact_secure_alloc(size)) == NULL)
 		goto out;
 	memcpy(ac->cls, hdr.cls, sizeof ac->cls);
+	memcpy(ac->holdable, hdr.holdable, sizeof ac->holdable);
+	ac->safecap = hdr.maxlen == 0 ? 0 :
+	    (hdr.maxlen + REDACT_HOLD_ROUND - 1) / REDACT_HOLD_ROUND * REDACT_HOLD_ROUND - 1;
 	ac->classes = hdr.classes;
 	ac->stride = hdr.stride;
 	ac->maxlen = hdr.maxlen;
@@ -765,6 +791,44 @@ redact_emit(struct redact_run *run, uint64_t b)
 }
 
 /*
+ * The number of holdable bytes ending at stream offset q (in this call's input, or
+ * at its start), at most safecap: what REDACT_HOLD_SAFE holds there.
+ */
+static size_t
+redact_arun(const struct redact_run *run, uint64_t q)
+{
+	const struct redact_ac *ac = run->ac;
+	size_t n = 0, cap = ac->safecap;
+
+	while (n < cap) {
+		if (q - n == run->base) {
+			/* The run goes on before this input: add what ended there. */
+			n += run->st->arun;
+			return n < cap ? n : cap;
+		}
+		if (!ac->holdable[run->in[q - n - 1 - run->base]])
+			break;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * What to hold at stream offset q in automaton state s: the possible prefix, and
+ * under REDACT_HOLD_SAFE the (never shorter) run of holdable bytes.
+ */
+static uint64_t
+redact_hold(const struct redact_run *run, uint32_t s, uint64_t q)
+{
+	uint64_t h = run->ac->table[s + run->ac->classes + 1], safe;
+
+	if (run->st->minimal)
+		return h;
+	safe = redact_arun(run, q);
+	return safe > h ? safe : h;
+}
+
+/*
  * A pattern ends just before stream offset end, the automaton being in state s:
  * record the covered interval and write what is settled.
  */
@@ -797,7 +861,7 @@ redact_match(struct redact_run *run, uint32_t s, uint64_t end)
 	back->s = start;
 	back->e = end;
 	st->ivlen++;
-	return redact_emit(run, end - row[1]);
+	return redact_emit(run, end - redact_hold(run, s, end));
 }
 
 /*
@@ -851,7 +915,7 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 	const uint8_t *cls = ac->cls;
 	uint32_t s = st->state, shallow = ac->shallow, match = ac->match;
 	size_t i = 0, keep, old;
-	uint64_t end;
+	uint64_t end, hold;
 
 	if (st->failed) {
 		errno = EIO;
@@ -887,7 +951,13 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 
 	st->state = s;
 	st->pos += len;
-	end = eof ? st->pos : st->pos - T[s + ac->classes + 1];
+	if (eof)
+		end = st->pos;
+	else {
+		hold = redact_hold(&run, s, st->pos);
+		st->arun = redact_arun(&run, st->pos);
+		end = st->pos - hold;
+	}
 	if (redact_emit(&run, end) != 0)
 		goto fail;
 	if (eof) {
@@ -897,6 +967,7 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 		st->state = 0;
 		st->in_run = 0;
 		st->nhold = 0;
+		st->arun = 0;
 		st->ivhead = st->ivlen = 0;
 		return 0;
 	}
@@ -920,6 +991,13 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 fail:
 	st->failed = 1;
 	return -1;
+}
+
+/* Choose how much a stream holds back. */
+void
+redact_set_hold(struct redact *r, enum redact_hold how)
+{
+	r->st.minimal = how == REDACT_HOLD_MINIMAL;
 }
 
 /* Filter a chunk of a stream. */
@@ -1002,7 +1080,7 @@ redact_string(const struct redact *r, const char *s)
 	memset(&st, 0, sizeof st);
 	memset(&b, 0, sizeof b);
 	len = strlen(s);
-	st.ivcap = r->ac->maxlen / 2 + 2;
+	st.ivcap = redact_ivcap(r->ac);
 	if ((st.iv = calloc(st.ivcap, sizeof *st.iv)) == NULL)
 		goto out;
 	/* The whole string is final: nothing is ever kept, so no hold buffer. */

@@ -1,10 +1,11 @@
 /*
  * Fuzz target for the streaming redactor: checks redact_feed()/redact_flush() against
  * a naive reference that encodes the secrets with its own simple encoders, marks
- * covered bytes by brute-force search, and knows what may be held back after every
- * chunk.
+ * covered bytes by brute-force search, and knows what each hold policy holds back
+ * after every chunk.
  *
- * Input: byte 0 picks the number of secrets (1-4) and options; then each secret as a
+ * Input: byte 0 picks the number of secrets (1-4) and options (hold policy, second
+ * stream, freeing order, sink failure, redact_string() between feeds); then each secret as a
  * length byte (0-32, so short and empty secrets occur) and its bytes; then a byte
  * choosing how the data is cut into feed() calls; the rest is a small program that
  * builds the data: 0xFE t u inserts encoding t of a secret (whole, or a prefix or
@@ -195,12 +196,13 @@ LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
 {
 	static struct pat pats[NSEC_MAX * NENC];
 	static unsigned char data[DATA_MAX], cov[DATA_MAX + 1], fcov[DATA_MAX + 1];
-	static size_t reach[DATA_MAX + 1], endlen[DATA_MAX + 1];
+	static size_t reach[DATA_MAX + 1], endlen[DATA_MAX + 1], arun[DATA_MAX + 1];
+	unsigned char holdable[256];
 	struct redact_secret secs[NSEC_MAX];
 	unsigned char secbuf[NSEC_MAX][SEC_MAX];
 	struct redact *r = NULL, *r2 = NULL, *use;
 	struct out got = { 0 }, exp = { 0 }, full = { 0 };
-	size_t pos = 0, nsec, i, j, n = 0, npat = 0, maxlen = 0, m, e, done, h;
+	size_t pos = 0, nsec, i, j, n = 0, npat = 0, maxlen = 0, m, e, done, h, safecap;
 	unsigned int opts, mode;
 	uint32_t rng;
 	int rc, failed = 0;
@@ -267,6 +269,24 @@ LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
 		n += cnt;
 	}
 
+	/* The safe hold: runs of letters, digits, +/-_.~%\" and pattern bytes, capped at
+	 * the longest pattern rounded up to REDACT_HOLD_ROUND, less one. */
+	memset(holdable, 0, sizeof holdable);
+	for (i = 0; i < 256; i++) {
+		if ((i >= 'A' && i <= 'Z') || (i >= 'a' && i <= 'z') || (i >= '0' && i <= '9') ||
+		    (i != 0 && strchr("+/-_.~%\\\"", (int)i) != NULL))
+			holdable[i] = 1;
+	}
+	for (i = 0; i < npat; i++) {
+		for (j = 0; j < pats[i].len; j++)
+			holdable[pats[i].b[j]] = 1;
+	}
+	safecap = maxlen == 0 ? 0 : (maxlen + REDACT_HOLD_ROUND - 1) / REDACT_HOLD_ROUND *
+	    REDACT_HOLD_ROUND - 1;
+	arun[0] = 0;
+	for (i = 0; i < n; i++)
+		arun[i + 1] = holdable[data[i]] ? arun[i] + 1 : 0;
+
 	/* Occurrences, and for each start the reach of a proper prefix of a pattern. */
 	memset(fcov, 0, n + 1);
 	memset(cov, 0, n + 1);
@@ -312,12 +332,19 @@ LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
 		if ((r2 = redact_new_stream(r)) == NULL)
 			fail("redact_new_stream failed");
 		use = r2;
+		if (opts & 0x08) {
+			/* The policy belongs to the stream: setting it on the first one
+			 * must not change the second. */
+			redact_set_hold(r, (opts & 0x04) ? REDACT_HOLD_SAFE : REDACT_HOLD_MINIMAL);
+		}
 		if (opts & 0x20) {
 			/* The second stream must outlive the first. */
 			redact_free(r);
 			r = NULL;
 		}
 	}
+	if (opts & 0x04)
+		redact_set_hold(use, REDACT_HOLD_MINIMAL);
 	got.fail_at = (opts & 0x40) ? (long)(mode >> 2) : -1;
 	exp.fail_at = full.fail_at = -1;
 
@@ -358,14 +385,21 @@ LLVMFuzzerTestOneInput(const uint8_t *buf, size_t size)
 		}
 		m += chunk;
 
-		/* Held: from the earliest start whose proper-prefix reach gets to m, then on
-		 * through bytes already covered. */
+		/* Held: from the earliest start whose proper-prefix reach gets to m, or
+		 * under the safe policy the start of the capped holdable run if earlier;
+		 * then on through bytes already covered. */
 		h = m;
 		for (i = m > maxlen ? m - maxlen : 0; i < m; i++) {
 			if (i + reach[i] >= m) {
 				h = i;
 				break;
 			}
+		}
+		if (!(opts & 0x04)) {
+			size_t run = arun[m] < safecap ? arun[m] : safecap;
+
+			if (m - run < h)
+				h = m - run;
 		}
 		while (h < m && cov[h])
 			h++;

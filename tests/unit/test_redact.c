@@ -330,6 +330,7 @@ test_adjacent_one_mask(void **state)
 
 	/* The mask goes out as soon as the run starts; its continuation in a later
 	 * feed is absorbed, not masked again. */
+	redact_set_hold(r, REDACT_HOLD_MINIMAL);
 	assert_int_equal(redact_feed(r, "xxabcdefgh", 10, buf_sink, &b), 0);
 	buf_check(&b, LIT("xx" MASK));
 	assert_int_equal(redact_held(r), 0);
@@ -343,15 +344,16 @@ test_adjacent_one_mask(void **state)
 	redact_free(r);
 }
 
-/* Only a possible start of a match is held, and flush releases exactly that. */
+/* Minimal hold: only a possible start of a match is held; flush releases exactly that. */
 static void
-test_hold_and_flush(void **state)
+test_hold_minimal(void **state)
 {
 	static const char *const secrets[] = { "abcdefghij", "cdef" };
 	struct redact *r = new_str(secrets, 2);
 	struct buf b = { 0 };
 
 	(void)state;
+	redact_set_hold(r, REDACT_HOLD_MINIMAL);
 	/* Nothing that could start a pattern: everything goes out at once. */
 	assert_int_equal(redact_feed(r, "hello world", 11, buf_sink, &b), 0);
 	buf_check(&b, LIT("hello world"));
@@ -396,6 +398,90 @@ test_hold_and_flush(void **state)
 	redact_free(r);
 }
 
+/* Feed s to a fresh stream of r's automaton with policy how; return what it holds. */
+static size_t
+held_after(const struct redact *r, enum redact_hold how, const char *s, struct buf *b)
+{
+	struct redact *st = redact_new_stream(r);
+	size_t held;
+
+	assert_non_null(st);
+	redact_set_hold(st, how);
+	b->len = 0;
+	assert_int_equal(redact_feed(st, s, strlen(s), buf_sink, b), 0);
+	held = redact_held(st);
+	assert_int_equal(b->len + held, strlen(s));	/* no mask in these inputs */
+	redact_free(st);
+	return held;
+}
+
+/*
+ * Safe hold (the default): how much is held must not tell whether the end of the
+ * output is a prefix of a secret's pattern. The minimal hold does tell: that is
+ * the oracle the safe hold closes.
+ */
+static void
+test_hold_safe(void **state)
+{
+	static const char *const secrets[] = { "abcdefgh" };
+	static const char *const spaced[] = { "pass word" };
+	static const char *const guesses[] = {
+		"pre abcd",	/* prefix of the secret */
+		"pre abce",	/* not */
+		"pre qrst",	/* not */
+		"pre 6162",	/* prefix of its hex */
+		"pre YWJj",	/* prefix of its base64 */
+	};
+	static const size_t minimal[] = { 4, 0, 0, 4, 4 };
+	struct redact *r = new_str(secrets, 1);
+	struct buf b = { 0 };
+	char run[200];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof guesses / sizeof guesses[0]; i++) {
+		assert_int_equal(held_after(r, REDACT_HOLD_SAFE, guesses[i], &b), 4);
+		assert_int_equal(held_after(r, REDACT_HOLD_MINIMAL, guesses[i], &b), minimal[i]);
+	}
+	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "pre abcd-", &b), 5);
+
+	/* Prompts and lines end in bytes no pattern uses: nothing is held. */
+	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "Password: ", &b), 0);
+	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "Continue? [y/N] ", &b), 0);
+	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "done abcd\n", &b), 0);
+
+	/* A long run is held only up to the longest pattern (16) rounded up, less one. */
+	memset(run, 'x', sizeof run - 1);
+	run[sizeof run - 1] = '\0';
+	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, run, &b), REDACT_HOLD_ROUND - 1);
+	assert_int_equal(held_after(r, REDACT_HOLD_MINIMAL, run, &b), 0);
+
+	/* A run across feeds counts as one; the policy can change between feeds. */
+	b.len = 0;
+	assert_int_equal(redact_feed(r, "xxabcdefgh", 10, buf_sink, &b), 0);
+	assert_int_equal(redact_held(r), 10);
+	assert_int_equal(redact_feed(r, "ijk", 3, buf_sink, &b), 0);
+	assert_int_equal(redact_held(r), 13);
+	assert_int_equal(redact_feed(r, " yy", 3, buf_sink, &b), 0);
+	buf_check(&b, LIT("xx" MASK "ijk "));
+	assert_int_equal(redact_held(r), 2);
+	redact_set_hold(r, REDACT_HOLD_MINIMAL);
+	assert_int_equal(redact_feed(r, "z", 1, buf_sink, &b), 0);
+	buf_check(&b, LIT("xx" MASK "ijk yyz"));
+	redact_set_hold(r, REDACT_HOLD_SAFE);
+	assert_int_equal(redact_feed(r, "zz", 2, buf_sink, &b), 0);
+	assert_int_equal(redact_held(r), 2);
+	assert_int_equal(redact_flush(r, buf_sink, &b), 0);
+	buf_check(&b, LIT("xx" MASK "ijk yyzzz"));
+	redact_free(r);
+
+	/* An unusual byte in a secret joins the holdable set (and so is revealed). */
+	r = new_str(spaced, 1);
+	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "Password: ", &b), 1);
+	redact_free(r);
+	free(b.p);
+}
+
 /* Covered runs found behind an unsettled byte merge before they are written. */
 static void
 test_pending_runs_merge(void **state)
@@ -407,6 +493,7 @@ test_pending_runs_merge(void **state)
 	(void)state;
 	/* "a" stays open while "cdef", "efgh" and "ghij" are found: nothing can be
 	 * written until the long pattern fails or completes. */
+	redact_set_hold(r, REDACT_HOLD_MINIMAL);
 	assert_int_equal(redact_feed(r, "zzabcdefghij", 12, buf_sink, &b), 0);
 	buf_check(&b, LIT("zz"));
 	assert_int_equal(redact_held(r), 10);
@@ -551,6 +638,7 @@ test_string(void **state)
 	assert_string_equal(s, "error: token " MASK " (hex " MASK ") rejected; abcdefg");
 	free(s);
 
+	redact_set_hold(r, REDACT_HOLD_MINIMAL);
 	assert_int_equal(redact_feed(r, "xxabcd", 6, buf_sink, &b), 0);
 	assert_int_equal(redact_held(r), 4);
 	s = redact_string(r, "efgh abcdefgh");
@@ -584,6 +672,7 @@ test_streams(void **state)
 	assert_int_equal(redact_feed(err, "2 abcde", 7, buf_sink, &be), 0);
 	assert_int_equal(redact_feed(out, "defgh 1", 7, buf_sink, &bo), 0);
 	assert_int_equal(redact_feed(err, "fgh 2", 5, buf_sink, &be), 0);
+	assert_int_equal(redact_flush(out, buf_sink, &bo), 0);
 	redact_free(out);
 	assert_int_equal(redact_feed(err, " abcdefgh", 9, buf_sink, &be), 0);
 	assert_int_equal(redact_flush(err, buf_sink, &be), 0);
@@ -653,7 +742,8 @@ main(void)
 		cmocka_unit_test(test_encodings_one_stream),
 		cmocka_unit_test(test_many_secrets),
 		cmocka_unit_test(test_adjacent_one_mask),
-		cmocka_unit_test(test_hold_and_flush),
+		cmocka_unit_test(test_hold_minimal),
+		cmocka_unit_test(test_hold_safe),
 		cmocka_unit_test(test_pending_runs_merge),
 		cmocka_unit_test(test_pass_through),
 		cmocka_unit_test(test_short_secrets),
