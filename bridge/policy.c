@@ -109,7 +109,7 @@ policy_allowed_summary(const struct config *c, const struct session *s)
 static char *
 policy_quote(const char *tool, char *const *argv, size_t argc)
 {
-	char buf[256];
+	char buf[SUMMARY_MAX];	/* summary_add bounds by SUMMARY_MAX; the text stays < 300 */
 	size_t len = 0, i;
 
 	buf[0] = '\0';
