@@ -8,10 +8,10 @@
  * process (our grandparent), so it never takes the lock itself.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -280,7 +280,7 @@ githook_check_paths(const struct gitctx *ctx, const char *gitdir, struct githook
 	revlist[k] = NULL;
 
 	/* rev-list | diff-tree; both write errors into one pipe we read with the output. */
-	if (pipe2(p, O_CLOEXEC) == -1 || pipe2(e, O_CLOEXEC) == -1) {
+	if (gitrun_pipe(p) == -1 || gitrun_pipe(e) == -1) {
 		xasprintf(&cause, "pipe: %s", strerror(errno));
 		goto out;
 	}

@@ -82,6 +82,24 @@ gitrun_self_path(char **cause)
 #endif
 }
 
+/* pipe(2) with both ends close-on-exec (pipe2() where there is one). */
+int
+gitrun_pipe(int p[2])
+{
+#if defined(__APPLE__)
+	if (pipe(p) == -1)
+		return -1;
+	if (fcntl(p[0], F_SETFD, FD_CLOEXEC) == -1 || fcntl(p[1], F_SETFD, FD_CLOEXEC) == -1) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	return 0;
+#else
+	return pipe2(p, O_CLOEXEC);
+#endif
+}
+
 /* Close every fd from 3 up, in a child about to exec. */
 static void
 gitrun_closefrom(void)
@@ -165,7 +183,7 @@ gitrun_start(const struct gitctx *ctx, int runflags, const char *const *args, in
 				goto out;
 			}
 		} else if (want[i] == GITRUN_PIPE && i > 0) {
-			if (pipe2(p, O_CLOEXEC) == -1) {
+			if (gitrun_pipe(p) == -1) {
 				xasprintf(cause, "pipe: %s", strerror(errno));
 				goto out;
 			}

@@ -116,19 +116,32 @@ struct gitproc {
 /* Called for each stdout record (separator removed, NUL-terminated); -1 stops reading. */
 typedef int (*gitrun_cb)(const char *rec, size_t len, void *arg);
 
-/* Start git with args (after the binary; NULL-terminated); in/out/err are fds to give it, or GITRUN_*. */
+/*
+ * Start git with args (after the binary; NULL-terminated). in/out/err are fds to
+ * give it (we keep ours), GITRUN_NULL, or for out/err GITRUN_PIPE (read end in gp).
+ */
 int	 gitrun_start(const struct gitctx *, int runflags, const char *const *args,
 	     int in, int out, int err, struct gitproc *, char **cause);
-/* Read a child's pipes to EOF: stdout records to cb (may be NULL), stderr into errbuf (may be NULL). */
+/*
+ * Read a child's pipes to EOF: stdout records (sep-terminated; sep < 0: raw chunks)
+ * to cb, stderr into errbuf; either may be NULL. Returns 0, 1 if cb stopped us, or
+ * -1 with *cause; the pipes are closed in every case, the child is not reaped.
+ */
 int	 gitrun_read(struct gitproc *, int sep, gitrun_cb, void *arg, struct gitbuf *errbuf,
 	     char **cause);
 /* Reap pid; returns its exit status, 128+signal if killed, or -1 with *cause. */
 int	 gitrun_wait(pid_t, char **cause);
 /* Kill (SIGKILL) and reap a child we give up on, closing our pipe ends. */
 void	 gitrun_abort(struct gitproc *);
-/* Run git to completion capturing stdout (capped, over-cap is an error) and stderr; returns its status or -1. */
+/*
+ * Run git to completion with stdin /dev/null, capturing stdout (past out->max is an
+ * error, not a truncation) and stderr (excess counted in err->dropped). Returns
+ * git's status or -1 with *cause.
+ */
 int	 gitrun_cmd(const struct gitctx *, int runflags, const char *const *args,
 	     struct gitbuf *out, struct gitbuf *err, char **cause);
+/* pipe(2) with both ends close-on-exec. */
+int	 gitrun_pipe(int p[2]);
 /* Quote s for /bin/sh with single quotes. */
 char	*gitrun_shquote(const char *);
 /* The absolute path of the running program, or NULL with *cause. */

@@ -173,6 +173,28 @@ commit_file() {
 	! git --git-dir="$MIRROR" rev-parse -q --verify refs/heads/doomed || false
 }
 
+@test "a fetch with a big negotiation (gzip'd HTTP upstream) works" {
+	# 40 branches that all move between the clone and the fetch: >1 KiB of haves.
+	branches() {
+		local i c p
+		for i in $(seq 40); do
+			p=HEAD
+			[ "$1" = new ] || p="refs/heads/b$i"
+			c="$(git -C "$W/seed" -c user.name=Up -c user.email=up@example.com \
+			    commit-tree -p "$p" -m "$1 $i" 'HEAD^{tree}')"
+			git -C "$W/seed" update-ref "refs/heads/b$i" "$c"
+		done
+		git -C "$W/seed" push -q "$UP" 'refs/heads/b*:refs/heads/b*'
+	}
+	branches new
+	clone
+	branches moved
+	cgit -C "$W/c" fetch origin
+	[ "$status" -eq 0 ]
+	[ "$(git -C "$W/c" rev-parse origin/b40)" = "$(upref refs/heads/b40)" ]
+	upstream_requests 'git-upload-pack"' | grep -q '"encoding": "gzip"'
+}
+
 @test "the mirror follows upstream's default branch" {
 	git -C "$UP" symbolic-ref HEAD refs/heads/trunk
 	git -C "$W/seed" push -q "$UP" main:trunk
@@ -214,6 +236,18 @@ commit_file() {
 	cgit -C "$W/c" push origin main
 	[ "$status" -eq 0 ]
 	[ "$(upref refs/heads/main)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+}
+
+@test "a large push (chunked HTTP upstream) lands" {
+	clone
+	git -C "$W/c" checkout -q -b big
+	head -c 3000000 /dev/urandom >"$W/c/big.bin"
+	git -C "$W/c" add big.bin
+	git -C "$W/c" -c user.name=A -c user.email=a@b commit -q -m big
+	cgit -C "$W/c" push origin big
+	[ "$status" -eq 0 ]
+	[ "$(upref refs/heads/big)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+	upstream_requests 'git-receive-pack"' | grep -q '"chunked": true'
 }
 
 @test "non-fast-forward force push to an unprotected branch is refused by upstream, with its message" {
