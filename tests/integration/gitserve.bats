@@ -28,7 +28,8 @@ setup_file() {
 	chmod 755 "$T"
 	TOKEN="ghs_TeSt$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 	mkdir -p "$T/root/owner"
-	/usr/bin/python3 "$FIXTURES/githttp.py" --root "$T/root" --token "$TOKEN" \
+	(umask 077 && printf '%s\n' "$TOKEN" >"$T/token")
+	/usr/bin/python3 "$FIXTURES/githttp.py" --root "$T/root" --token-file "$T/token" \
 	    --port-file "$T/port" --log "$T/log.jsonl" >/dev/null 2>"$T/server.err" 3>&- &
 	echo $! >"$T/server.pid"
 	for _ in $(seq 100); do
