@@ -261,16 +261,25 @@ adm_store_paths(struct admin *a)
 		return;
 	}
 	if (a->store == NULL)
-		a->store = xstrdup(p.store);
+		a->store = a->owned[0] = xstrdup(p.store);
 	if (a->key == NULL) {
 		if (p.key == NULL) {
 			fprintf(stderr, "shimbridge: the config reads the store key from a systemd "
 			    "credential; pass --key PATH to reach it\n");
 			a->key = ADM_KEY;
 		} else
-			a->key = xstrdup(p.key);
+			a->key = a->owned[1] = xstrdup(p.key);
 	}
 	adm_paths_free(&p);
+}
+
+/* Free the copies the context owns. */
+void
+adm_free(struct admin *a)
+{
+	free(a->owned[0]);
+	free(a->owned[1]);
+	a->owned[0] = a->owned[1] = NULL;
 }
 
 /* 1536 -> "1.5K". */

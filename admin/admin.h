@@ -33,6 +33,7 @@ struct admin {
 	const char	*store;		/* --store, else the config's store.path, else ADM_STORE */
 	const char	*key;		/* --key, else the config's store.key, else ADM_KEY */
 	const char	*shim_dir;	/* --shim-dir */
+	char		*owned[2];	/* copies adm_store_paths made; freed by adm_free */
 };
 
 /* Paths read from a config file without validating it (so they work on a broken one). */
@@ -62,6 +63,8 @@ char	*adm_safe(const char *s);
 char	*adm_argv_join(json_t *argv);
 /* Fill in a->store and a->key from the config where no option gave them. */
 void	 adm_store_paths(struct admin *);
+/* Free what the admin context owns. */
+void	 adm_free(struct admin *);
 /* Human-readable size: 1.2M. */
 void	 adm_human_size(unsigned long long bytes, char *buf, size_t len);
 /* Replace dir/name atomically with data (O_EXCL temp, fsync, rename, fsync dir). */

@@ -79,7 +79,7 @@ main(int argc, char **argv)
 	};
 	struct admin a;
 	const char *cmd;
-	int ch;
+	int ch, rc;
 
 	util_progname = "shimbridge";
 	memset(&a, 0, sizeof a);
@@ -121,19 +121,24 @@ main(int argc, char **argv)
 		return ADM_FAIL;
 	}
 	if (strcmp(cmd, "status") == 0)
-		return ctl_cmd_status(&a, argc, argv);
-	if (strcmp(cmd, "reload") == 0)
-		return ctl_cmd_reload(&a, argc, argv);
-	if (strcmp(cmd, "check") == 0)
-		return check_cmd(&a, argc, argv);
-	if (strcmp(cmd, "audit") == 0)
-		return auditview_cmd(&a, argc, argv);
-	if (strcmp(cmd, "secret") == 0 || strcmp(cmd, "secrets") == 0)
-		return secrets_cmd(&a, argc, argv);
-	if (strcmp(cmd, "session") == 0 || strcmp(cmd, "sessions") == 0)
-		return sessions_cmd(&a, argc, argv);
-	if (strcmp(cmd, "mirror") == 0 || strcmp(cmd, "mirrors") == 0)
-		return mirrors_cmd(&a, argc, argv);
+		rc = ctl_cmd_status(&a, argc, argv);
+	else if (strcmp(cmd, "reload") == 0)
+		rc = ctl_cmd_reload(&a, argc, argv);
+	else if (strcmp(cmd, "check") == 0)
+		rc = check_cmd(&a, argc, argv);
+	else if (strcmp(cmd, "audit") == 0)
+		rc = auditview_cmd(&a, argc, argv);
+	else if (strcmp(cmd, "secret") == 0 || strcmp(cmd, "secrets") == 0)
+		rc = secrets_cmd(&a, argc, argv);
+	else if (strcmp(cmd, "session") == 0 || strcmp(cmd, "sessions") == 0)
+		rc = sessions_cmd(&a, argc, argv);
+	else if (strcmp(cmd, "mirror") == 0 || strcmp(cmd, "mirrors") == 0)
+		rc = mirrors_cmd(&a, argc, argv);
+	else
+		rc = -1;
+	adm_free(&a);
+	if (rc >= 0)
+		return rc;
 	fprintf(stderr, "shimbridge: unknown command %s (see shimbridge --help)\n", cmd);
 	return ADM_USAGE;
 }
