@@ -260,8 +260,14 @@ mirrors_cmd(struct admin *a, int argc, char **argv)
 		localtime_r(&v[i].mtime, &tm);
 		strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
 		if (!prune) {
-			printf("%-16s %-16s %-40s %9s  %s\n", v[i].session, v[i].host, v[i].repo,
-			    size, when);
+			char *line;
+
+			/* Names derive from what sandboxes asked for: print them escaped. */
+			xasprintf(&line, "%-16s %-16s %-40s %9s  %s", v[i].session, v[i].host,
+			    v[i].repo, size, when);
+			adm_puts_safe(stdout, line);
+			putchar('\n');
+			free(line);
 			continue;
 		}
 		if (days >= 0 && now - v[i].mtime < (time_t)days * 86400)

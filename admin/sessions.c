@@ -171,6 +171,22 @@ sessions_setup_user(void *arg)
 		return ADM_FAIL;
 	}
 	if (s->workspace != NULL) {
+		char *copy = xstrdup(s->workspace), *p = NULL;
+
+		/* mkdir -p below the home, as the user. */
+		if (strlen(copy) > strlen(s->home) + 1)
+			p = copy + strlen(s->home) + 1;
+		for (; p != NULL && (p = strchr(p, '/')) != NULL; p++) {
+			*p = '\0';
+			if (mkdir(copy, 0700) != 0 && errno != EEXIST) {
+				fprintf(stderr, "shimbridge: cannot create %s: %s\n", copy,
+				    strerror(errno));
+				free(copy);
+				return ADM_FAIL;
+			}
+			*p = '/';
+		}
+		free(copy);
 		if (mkdir(s->workspace, 0700) != 0 && errno != EEXIST) {
 			fprintf(stderr, "shimbridge: cannot create %s: %s\n", s->workspace,
 			    strerror(errno));
@@ -226,7 +242,7 @@ sessions_mkdir_outside(const char *dir, const struct users_id *id)
 {
 	char *copy = xstrdup(dir), *p;
 	struct stat st;
-	int fd;
+	int fd, created = 0;
 
 	for (p = copy + 1; (p = strchr(p, '/')) != NULL; p++) {
 		*p = '\0';
@@ -239,7 +255,9 @@ sessions_mkdir_outside(const char *dir, const struct users_id *id)
 		*p = '/';
 	}
 	free(copy);
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+	if (mkdir(dir, 0700) == 0)
+		created = 1;
+	else if (errno != EEXIST) {
 		fprintf(stderr, "shimbridge: cannot create %s: %s\n", dir, strerror(errno));
 		return -1;
 	}
@@ -250,9 +268,13 @@ sessions_mkdir_outside(const char *dir, const struct users_id *id)
 			close(fd);
 		return -1;
 	}
-	if (st.st_uid != 0 && st.st_uid != id->uid) {
-		fprintf(stderr, "shimbridge: %s belongs to uid %u, not %s\n", dir,
-		    (unsigned)st.st_uid, id->name);
+	/*
+	 * Only a directory made just now, or one the user owns already, is handed over:
+	 * a mistyped --workspace /srv must not give a sandbox a system directory.
+	 */
+	if (!created && st.st_uid != id->uid) {
+		fprintf(stderr, "shimbridge: %s exists and belongs to uid %u, not %s; choose a "
+		    "new directory\n", dir, (unsigned)st.st_uid, id->name);
 		close(fd);
 		return -1;
 	}
@@ -523,6 +545,16 @@ sessions_add(struct admin *a, int argc, char **argv)
 		fprintf(stderr, "shimbridge: %s: %s\n", ws, strerror(errno));
 		goto rollback;
 	}
+	{
+		struct stat st;
+
+		/* An existing user could have swapped in a symlink: the result must be its own. */
+		if (lstat(real, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != id.uid) {
+			fprintf(stderr, "shimbridge: workspace %s is not a directory owned by %s\n",
+			    real, user);
+			goto rollback;
+		}
+	}
 
 	/* The drop-in, then the whole config as the daemon will see it. */
 	obj = json_object();
@@ -781,13 +813,20 @@ sessions_remove(struct admin *a, int argc, char **argv)
 		} else
 			printf("removed user %s\n", id.name);
 		if (!keep && rc == ADM_OK) {
+			struct stat st;
+
 			/* No process of the uid is left, so nothing can race the removal. */
-			if (spawn_rmtree(id.home) != 0)
+			if (lstat(id.home, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != id.uid ||
+			    strcmp(id.home, "/") == 0)
+				fprintf(stderr, "shimbridge: warning: %s is not a directory owned by "
+				    "%s; not removing it\n", id.home, id.name);
+			else if (spawn_rmtree(id.home) != 0)
 				fprintf(stderr, "shimbridge: warning: could not remove all of %s\n",
 				    id.home);
 			else
 				printf("removed %s\n", id.home);
-			if (ws != NULL && !sessions_under(ws, id.home) && spawn_rmtree(ws) == 0)
+			if (ws != NULL && !sessions_under(ws, id.home) && lstat(ws, &st) == 0 &&
+			    S_ISDIR(st.st_mode) && st.st_uid == id.uid && spawn_rmtree(ws) == 0)
 				printf("removed %s\n", ws);
 		} else if (keep)
 			printf("kept %s\n", id.home);

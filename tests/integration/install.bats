@@ -346,6 +346,33 @@ sbi_tmp() {
 	[ "$status" -ne 0 ]
 }
 
+@test "session add --workspace: nested in the home (made by the user) or elsewhere (made by root)" {
+	run sbi session add frank --user sbi-frank --workspace /home/sbi-frank/src/agent --tools say --no-reload
+	[ "$status" -eq 0 ]
+	[ "$(stat -c '%a %U' /home/sbi-frank/src)" = "700 sbi-frank" ]
+	[ "$(stat -c '%a %U' /home/sbi-frank/src/agent)" = "700 sbi-frank" ]
+	run sbi session exec frank pwd </dev/null
+	[ "$output" = /home/sbi-frank/src/agent ]
+	run sbi session remove frank --no-reload
+	[ "$status" -eq 0 ]
+
+	run sbi session add gina --user sbi-gina --workspace "$SB_DIR/ws/gina" --tools say --no-reload
+	[ "$status" -eq 0 ]
+	[ "$(stat -c '%a %U' "$SB_DIR/ws/gina")" = "700 sbi-gina" ]
+	[ "$(stat -c %U "$SB_DIR/ws")" = root ]
+	[ "$(jq -r .workspace "$SB_DIR/etc/sessions.d/gina.json")" = "$SB_DIR/ws/gina" ]
+	run sbi session remove gina
+	[ "$status" -eq 0 ]
+	[ ! -e "$SB_DIR/ws/gina" ]
+
+	# An existing directory of somebody else is never handed to a session.
+	run sbi session add hank --user sbi-hank --workspace "$SB_DIR/tools" --tools say --no-reload
+	[ "$status" -ne 0 ]
+	[[ $output == *"exists and belongs to uid 0"* ]]
+	[ "$(stat -c %U "$SB_DIR/tools")" = root ]
+	! id sbi-hank 2>/dev/null
+}
+
 @test "session list: name, user, uid, tools, repos, running" {
 	run sbi session list
 	[ "$status" -eq 0 ]
