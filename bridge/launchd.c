@@ -11,10 +11,8 @@
 #include <launch.h>
 #endif
 
+#include "platform.h"
 #include "util.h"
-
-/* Declared here until platform.h carries it (platform_listen_fds calls it). */
-int	launchd_listen_fds(int **fds, char **cause);
 
 /*
  * Sockets launchd passes for the "Listeners" entry. Returns their count with *fds

@@ -208,7 +208,7 @@ platform_kill_uid(uid_t uid)
 #endif
 }
 
-/* Sockets from systemd (LISTEN_PID/LISTEN_FDS, first fd 3). */
+/* Sockets from the service manager: launchd on macOS, systemd's LISTEN_FDS elsewhere. */
 int
 platform_listen_fds(int **fds, char **cause)
 {
@@ -217,6 +217,9 @@ platform_listen_fds(int **fds, char **cause)
 	long pid, n, i;
 
 	*fds = NULL;
+#if defined(__APPLE__)
+	return launchd_listen_fds(fds, cause);
+#endif
 	if (spid == NULL || sfds == NULL)
 		return 0;
 	pid = strtol(spid, &end, 10);

@@ -21,6 +21,8 @@ int	platform_no_new_privs(void);
 int	platform_die_with_parent(pid_t parent);
 /* SIGKILL every process owned by uid (leftovers of a killed daemon's runner). */
 int	platform_kill_uid(uid_t uid);
+/* Sockets launchd passes for "Listeners" (macOS; 0 elsewhere or when not launched by it). */
+int	launchd_listen_fds(int **fds, char **cause);
 /* Sockets handed over by the service manager (systemd LISTEN_FDS or launchd); count or -1. */
 int	platform_listen_fds(int **fds, char **cause);
 /* Tell the service manager we are ready / reloading / stopping (no-op without one). */
