@@ -137,6 +137,90 @@ sb_daemon_rss() {
 	awk '/^VmRSS:/ {print $2}' "/proc/$SB_PID/status"
 }
 
+# --- fake GitHub Enterprise server (tests/fixtures/fakegh.py) -------------------
+# sb_fakegh_run DIR TOKEN [fakegh options...] — start a server whose token, log
+# (DIR/requests.log), port (DIR/port), pid (DIR/pid) and output live in DIR,
+# created root-only. Certificates come from $SB_DIR/certs (made on first use,
+# readable by the runner, which needs ca.pem). Returns once the port is known.
+sb_fakegh_run() {
+	local dir=$1 token=$2 pid _
+	shift 2
+	mkdir -p "$dir"
+	chmod 700 "$dir"
+	sh "$SB_ROOT/tests/fixtures/mkcerts.sh" "$SB_DIR/certs" || return 1
+	chmod 755 "$SB_DIR/certs"
+	(umask 077 && printf '%s\n' "$token" >"$dir/token" && : >"$dir/requests.log")
+	"$PY" "$SB_ROOT/tests/fixtures/fakegh.py" --cert "$SB_DIR/certs/server.pem" \
+		--key "$SB_DIR/certs/server.key" --token-file "$dir/token" \
+		--port-file "$dir/port" --log "$dir/requests.log" "$@" \
+		</dev/null >"$dir/server.out" 2>"$dir/server.err" 3>&- &
+	pid=$!
+	echo "$pid" >"$dir/pid"
+	for _ in $(seq 100); do
+		[ -s "$dir/port" ] && return 0
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$dir/server.err" >&2
+	echo "fakegh did not start within 10 s" >&2
+	kill -KILL "$pid" 2>/dev/null
+	return 1
+}
+
+# sb_fakegh_kill DIR — stop a server started by sb_fakegh_run (TERM, then KILL after 5 s).
+sb_fakegh_kill() {
+	local pid _
+	[ -s "$1/pid" ] || return 0
+	pid=$(cat "$1/pid")
+	kill -TERM "$pid" 2>/dev/null || true
+	for _ in $(seq 50); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	rm -f "$1/pid"
+}
+
+# sb_fakegh_start TOKEN [fakegh options...] — the suite's main server, in $SB_DIR/fakegh.
+# Sets FAKEGH_PORT, FAKEGH_LOG, FAKEGH_CA.
+sb_fakegh_start() {
+	sb_fakegh_run "$SB_DIR/fakegh" "$@" || return 1
+	FAKEGH_PORT=$(cat "$SB_DIR/fakegh/port")
+	FAKEGH_LOG=$SB_DIR/fakegh/requests.log
+	FAKEGH_CA=$SB_DIR/certs/ca.pem
+	export FAKEGH_PORT FAKEGH_LOG FAKEGH_CA
+}
+
+# Stop the main server.
+sb_fakegh_stop() {
+	sb_fakegh_kill "$SB_DIR/fakegh"
+}
+
+# Number of requests the fake server has logged so far.
+sb_fakegh_count() {
+	wc -l <"$FAKEGH_LOG"
+}
+
+# Run a command as a user from a directory (relative to the user's home or absolute),
+# with the same clean environment as `as`: as_in USER DIR CMD...
+as_in() {
+	local u=$1 d=$2
+	shift 2
+	local home
+	home=$(getent passwd "$u" | cut -d: -f6)
+	case $d in /*) ;; *) d=$home/$d ;; esac
+	(cd "$d" && runuser -u "$u" -- env -i HOME="$home" \
+		PATH="$SB_DIR/bin:/usr/bin:/bin" SHIMBRIDGE_SOCKET="$SB_SOCK" LANG=C.UTF-8 "$@")
+}
+
+# Fail (printing where) if the fixed string $1 occurs in the text $2.
+sb_refute_contains() {
+	if [[ $2 == *"$1"* ]]; then
+		echo "found a forbidden string in: ${3:-output}" >&2
+		return 1
+	fi
+}
+
 # ---- Added for core.bats and faults.bats (append-only section) ----
 
 SB_FIXTURES=$SB_ROOT/tests/fixtures
