@@ -283,6 +283,74 @@ gh_branch_ok(const char *b)
 	return 1;
 }
 
+/*
+ * Whether an argument names a host: a whole-argument URL (scheme://, git@, ssh:),
+ * or HOST/OWNER/REPO whose first segment looks like a host name (has '.' or ':').
+ * gh takes the host from such arguments and sends GH_ENTERPRISE_TOKEN to any host
+ * but github.com, so they must name the tool's host and an allowed repository.
+ * Returns 0 when the argument names no host or names an allowed one, else -1.
+ */
+static int
+gh_host_arg(const struct session *s, const char *thost, const char *a, char **why)
+{
+	const char *p, *slash, *end;
+	char host[256], repo[256];
+	size_t hn;
+
+	if (strpbrk(a, " \t\n") != NULL)
+		return 0;	/* text, not a locator */
+	if ((p = strstr(a, "://")) != NULL)
+		p += 3;
+	else if (strncasecmp(a, "git@", 4) == 0)
+		p = a + 4;
+	else {
+		slash = strchr(a, '/');
+		if (slash == NULL || memchr(a, '.', (size_t)(slash - a)) == NULL) {
+			if (slash == NULL || memchr(a, ':', (size_t)(slash - a)) == NULL)
+				return 0;
+		}
+		/* HOST/OWNER/REPO[...] needs at least two more segments. */
+		if (strchr(slash + 1, '/') == NULL)
+			return 0;
+		p = a;
+	}
+	if ((end = strchr(p, '@')) != NULL && end < p + strcspn(p, "/"))
+		p = end + 1;	/* user@host */
+	hn = strcspn(p, a[0] == 'g' && p == a + 4 ? ":/" : "/");
+	if (hn == 0 || hn >= sizeof host) {
+		xasprintf(why, "argument %.100s names no usable host", a);
+		return -1;
+	}
+	memcpy(host, p, hn);
+	host[hn] = '\0';
+	if (strcasecmp(host, thost) != 0) {
+		xasprintf(why, "argument %.100s points gh at %s; this bridge only talks to %s",
+		    a, host, thost);
+		return -1;
+	}
+	/* The right host: the repository in the path must be allowed too. */
+	p += hn + (p[hn] != '\0');
+	slash = strchr(p, '/');
+	if (slash == NULL) {
+		xasprintf(why, "argument %.100s does not name OWNER/REPO", a);
+		return -1;
+	}
+	end = slash + 1 + strcspn(slash + 1, "/?#");
+	if ((size_t)(end - p) >= sizeof repo) {
+		xasprintf(why, "argument %.100s is too long", a);
+		return -1;
+	}
+	memcpy(repo, p, (size_t)(end - p));
+	repo[end - p] = '\0';
+	if (strlen(repo) > 4 && strcmp(repo + strlen(repo) - 4, ".git") == 0)
+		repo[strlen(repo) - 4] = '\0';
+	if (!config_session_has_repo(s, repo)) {
+		xasprintf(why, "repository %.100s is not one this session may act on", repo);
+		return -1;
+	}
+	return 0;
+}
+
 /* Profile checks and repository context. */
 int
 gh_policy(const struct config *c, const struct session *s, const struct tool *t,
@@ -294,16 +362,30 @@ gh_policy(const struct config *c, const struct session *s, const struct tool *t,
 		{ "--editor", "-e", "there is no editor on the bridge; pass --body or --body-file -" },
 		{ "--browser", NULL, "there is no browser on the bridge" },
 	};
-	const char *words[2] = { NULL, NULL }, *v;
+	const char *words[2] = { NULL, NULL }, *v, *positional = NULL;
+	const char *thost = t->host != NULL ? t->host : "github.com";
 	size_t i, k, nwords = 0, api_at = 0;
 	int have_repo = 0, have_head = 0;
 
-	(void)t;
 	for (i = 0; i < argc; i++) {
 		const char *a = argv[i];
 
-		if (strcmp(a, "--") == 0)
+		/* gh api endpoints get their own, clearer check (gh_api). */
+		if (a[0] != '-' && !(nwords >= 1 && strcmp(words[0], "api") == 0) &&
+		    gh_host_arg(s, thost, a, why) != 0) {
+			*rule = xstrdup("profile gh: hosts");
+			return -1;
+		}
+		if (strcmp(a, "--") == 0) {
+			/* gh still reads what follows as arguments: check them all. */
+			for (k = i + 1; k < argc; k++) {
+				if (gh_host_arg(s, thost, argv[k], why) != 0) {
+					*rule = xstrdup("profile gh: hosts");
+					return -1;
+				}
+			}
 			break;
+		}
 		for (k = 0; k < sizeof denied / sizeof denied[0]; k++) {
 			if (gh_flag(a, denied[k].lng, NULL, &v) ||
 			    (denied[k].shrt != NULL && strcmp(a, denied[k].shrt) == 0)) {
@@ -341,7 +423,14 @@ gh_policy(const struct config *c, const struct session *s, const struct tool *t,
 			words[nwords++] = a;
 			if (nwords == 1 && strcmp(a, "api") == 0)
 				api_at = i + 1;
-		}
+		} else if (a[0] != '-' && nwords == 2 && positional == NULL)
+			positional = a;
+	}
+	/* gh repo view takes the repository as an argument (it has no -R). */
+	if (nwords == 2 && strcmp(words[0], "repo") == 0 && strcmp(words[1], "view") == 0 &&
+	    positional != NULL && gh_repo_arg(s, positional, why) != 0) {
+		*rule = xstrdup("profile gh: repo view");
+		return -1;
 	}
 	if (nwords >= 1 && strcmp(words[0], "api") == 0 &&
 	    gh_api(s, argv, argc, api_at, why) != 0) {
@@ -355,9 +444,16 @@ gh_policy(const struct config *c, const struct session *s, const struct tool *t,
 		const char *uwhy;
 
 		if (ctx->remote_url != NULL &&
-		    gitop_parse_url(ctx->remote_url, &host, &owner, &name, &uwhy) == 0 &&
-		    (config_git_host(c, host) != NULL ||
-		    strcasecmp(host, t->host != NULL ? t->host : "github.com") == 0)) {
+		    gitop_parse_url(ctx->remote_url, &host, &owner, &name, &uwhy) == 0) {
+			if (config_git_host(c, host) == NULL && strcasecmp(host, thost) != 0) {
+				*rule = xstrdup("profile gh: repository context");
+				xasprintf(why, "this directory's repository is on %s, which this "
+				    "bridge does not serve; use -R OWNER/REPO", host);
+				free(host);
+				free(owner);
+				free(name);
+				return -1;
+			}
 			xasprintf(&ctx->repo, "%s/%s", owner, name);
 			if (!config_session_has_repo(s, ctx->repo)) {
 				*rule = xstrdup("profile gh: repository context");
@@ -395,6 +491,9 @@ gh_policy(const struct config *c, const struct session *s, const struct tool *t,
 				break;
 			}
 		}
+		if (nwords == 2 && strcmp(words[0], "repo") == 0 &&
+		    strcmp(words[1], "view") == 0 && positional == NULL)
+			ctx->extra[ctx->nextra++] = xstrdup(ctx->repo);
 	}
 	return 0;
 }

@@ -59,13 +59,15 @@ setup_file() {
 		"slowgh": {"path": "$FIXTURES/tools/slowgh", "profile": "gh",
 			"host": "localhost:$FAKEGH_PORT", "secrets": {"GH_ENTERPRISE_TOKEN": "github"},
 			"env": {"SSL_CERT_FILE": "$FAKEGH_CA", "SLOWGH_DELAY": "3"}}
-	}
+	},
+	"git": {"hosts": {"github.com": {"upstream": "https://localhost:$FAKEGH_PORT", "secret": "github"}}}
 }
 EOF
 	sb_session alice sbt-alice '["gh", "slowgh"]' '"repos": ["octo/repo"]'
 	sb_start
 	# Sandbox checkouts (no commits needed: the shim reads only .git/HEAD and
-	# .git/config): one of the allowed repository, one of somebody else's.
+	# .git/config): one of the allowed repository, one of somebody else's. The
+	# first names github.com, which the config's git.hosts maps to this bridge.
 	as sbt-alice sh -ec "rm -rf repo other
 		git init -q repo && cd repo
 		git remote add origin https://github.com/octo/repo.git

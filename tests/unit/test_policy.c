@@ -247,6 +247,22 @@ test_gh_profile(void **state)
 	assert_false(GH("api", "repos/octo/repo%2f..%2fx"));
 	assert_false(GH("api", "-H", "Authorization: token x", "user"));
 	assert_false(GH("api"));
+	/* Arguments that name a host: gh would send GH_ENTERPRISE_TOKEN there. */
+	assert_false(GH("repo", "view", "evil.example/octo/repo"));
+	assert_false(GH("repo", "view", "localhost:1234/octo/repo"));
+	assert_false(GH("repo", "view", "https://evil.example/octo/repo"));
+	assert_false(GH("pr", "view", "https://evil.example/octo/repo/pull/1"));
+	assert_false(GH("issue", "comment", "HTTPS://evil.example/octo/repo/issues/1", "--body", "x"));
+	assert_false(GH("pr", "view", "--", "https://evil.example/octo/repo/pull/1"));
+	assert_false(GH("pr", "view", "git@evil.example:octo/repo"));
+	assert_false(GH("pr", "view", "https://user@evil.example/octo/repo/pull/1"));
+	assert_false(GH("pr", "view", "https://ghe.example/someone/else/pull/1"));
+	assert_true(GH("pr", "view", "https://ghe.example/octo/repo/pull/1"));
+	assert_true(GH("pr", "view", "feature/x"));
+	assert_true(GH("pr", "comment", "1", "--body", "see https://evil.example/x for details"));
+	/* repo view: the repository argument is checked like -R. */
+	assert_false(GH("repo", "view", "someone/else"));
+	assert_true(GH("repo", "view", "octo/repo"));
 }
 
 static void
@@ -269,6 +285,15 @@ test_gh_context(void **state)
 	policy_ctx_free(&ctx);
 	assert_true(GH("pr", "list", "-R", "octo/other"));
 	assert_null(ctx.repo);
+	policy_ctx_free(&ctx);
+	/* repo view without an argument gets the context's repository. */
+	assert_true(GH("repo", "view"));
+	assert_int_equal(ctx.nextra, 1);
+	assert_string_equal(ctx.extra[0], "Octo/Repo");
+	policy_ctx_free(&ctx);
+	/* An origin on a host the bridge does not serve is refused, not replaced. */
+	ctx.remote_url = "https://gitlab.com/octo/repo.git";
+	assert_false(GH("pr", "list"));
 	policy_ctx_free(&ctx);
 	/* A repository outside the allowlist is refused, naming it. */
 	ctx.remote_url = "git@ghe.example:someone/else.git";
