@@ -4,6 +4,7 @@
  * its output has been drained to the peer. Objects are never freed inside their
  * own callbacks: they are marked dead and freed from a zero-timeout event.
  */
+#include <sys/ioctl.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1244,6 +1245,19 @@ server_sigchld(evutil_socket_t sig, short what, void *arg)
 		server_kill_orphans(srv);
 }
 
+/* Whether a child's output pipe still holds bytes the daemon has not read. */
+static int
+conn_output_pending(const struct conn *c)
+{
+	int n;
+
+	if (c->fd_out >= 0 && ioctl(c->fd_out, FIONREAD, &n) == 0 && n > 0)
+		return 1;
+	if (c->fd_err >= 0 && ioctl(c->fd_err, FIONREAD, &n) == 0 && n > 0)
+		return 1;
+	return 0;
+}
+
 /* Every second: orphans, and requests whose pipes an escaped process holds open. */
 static void
 server_sweep(evutil_socket_t fd, short what, void *arg)
@@ -1260,7 +1274,12 @@ server_sweep(evutil_socket_t fd, short what, void *arg)
 		if (c->state != CONN_RUNNING || !c->reaped)
 			continue;
 		waiting = 1;
-		if (now - c->reaped_at > c->cfg->kill_grace + 2) {
+		/*
+		 * Unread output means we are behind (a slow peer paused the relay, or a
+		 * busy loop), not that an escaped process holds the pipes: closing them
+		 * now would drop the tail of a finished child's output.
+		 */
+		if (now - c->reaped_at > c->cfg->kill_grace + 2 && !conn_output_pending(c)) {
 			/* Someone outside our reach holds the pipes: stop waiting. */
 			log_warnx("conn %llu: output pipes still open after the child exited; "
 			    "closing them", (unsigned long long)c->id);
