@@ -1008,12 +1008,40 @@ config_open_store(struct config *c)
 	free(kpath);
 }
 
+/* One redactor over every loaded value, for audit lines and error messages. */
+static void
+config_build_redactor(struct config *c)
+{
+	struct redact_secret *rs;
+	size_t i, j, n = 0, cap = c->nsecrets;
+
+	for (i = 0; i < c->nsessions; i++)
+		cap += c->sessions[i].nsecrets;
+	rs = xcalloc(cap + 1, sizeof *rs);
+	for (i = 0; i < c->nsecrets; i++) {
+		if (c->secrets[i].value != NULL) {
+			rs[n].value = c->secrets[i].value;
+			rs[n++].len = c->secrets[i].len;
+		}
+	}
+	for (i = 0; i < c->nsessions; i++) {
+		for (j = 0; j < c->sessions[i].nsecrets; j++) {
+			if (c->sessions[i].secrets[j].value == NULL)
+				continue;
+			rs[n].value = c->sessions[i].secrets[j].value;
+			rs[n++].len = c->sessions[i].secrets[j].len;
+		}
+	}
+	redact_free(c->redact);
+	c->redact = redact_new(rs, n);
+	free(rs);
+}
+
 /* Load every secret value (per-session overrides too). */
 static void
 config_load_secrets(struct config *c)
 {
-	struct redact_secret *rs = NULL;
-	size_t i, j, n = 0;
+	size_t i, j;
 	int need_store = 0;
 
 	for (i = 0; i < c->nsecrets; i++)
@@ -1030,31 +1058,27 @@ config_load_secrets(struct config *c)
 		for (j = 0; j < c->sessions[i].nsecrets; j++)
 			secret_load(&c->sessions[i].secrets[j], c);
 	}
-	/* One redactor over every value, for audit lines and error messages. */
-	rs = xcalloc(c->nsecrets + 1, sizeof *rs);
 	for (i = 0; i < c->nsecrets; i++) {
-		if (c->secrets[i].value != NULL) {
-			rs[n].value = c->secrets[i].value;
-			rs[n++].len = c->secrets[i].len;
-		}
 		if (c->secrets[i].error != NULL)
 			config_warn(c, "%s", c->secrets[i].error);
 	}
 	for (i = 0; i < c->nsessions; i++) {
 		for (j = 0; j < c->sessions[i].nsecrets; j++) {
-			struct secret_src *s = &c->sessions[i].secrets[j];
-
-			if (s->error != NULL)
-				config_warn(c, "session %s: %s", c->sessions[i].name, s->error);
-			if (s->value == NULL)
-				continue;
-			rs = xreallocarray(rs, n + 1, sizeof *rs);
-			rs[n].value = s->value;
-			rs[n++].len = s->len;
+			if (c->sessions[i].secrets[j].error != NULL)
+				config_warn(c, "session %s: %s", c->sessions[i].name,
+				    c->sessions[i].secrets[j].error);
 		}
 	}
-	c->redact = redact_new(rs, n);
-	free(rs);
+	config_build_redactor(c);
+}
+
+/* Refresh a command source; on a new value, rebuild the audit redactor. */
+void
+config_refresh_secret(struct config *c, struct secret_src *s)
+{
+	secret_load(s, c);
+	if (s->value != NULL)
+		config_build_redactor(c);
 }
 
 /* Load, validate and (unless no_secrets) fill in secret values. */

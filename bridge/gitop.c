@@ -191,7 +191,7 @@ gitop_prepare(const struct config *c, const struct session *s, json_t *req, stru
 	free(repo);
 	g->secret = secret_resolve(c, s, gh->secret);
 	if (g->secret != NULL && secret_stale(g->secret))
-		secret_load(g->secret, c);	/* command sources past their ttl */
+		config_refresh_secret((struct config *)c, g->secret);	/* past its ttl */
 	if (g->secret == NULL || g->secret->value == NULL) {
 		g->code = ERR_UNAVAILABLE;
 		xasprintf(cause, "secret %s unavailable", gh->secret);

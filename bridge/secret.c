@@ -388,6 +388,8 @@ secret_load(struct secret_src *s, const struct config *c)
 		break;
 	case SECRET_COMMAND:
 		secret_run(s, c);
+		if (s->value == NULL)
+			s->retry_at = time(NULL) + (s->ttl < 30 ? s->ttl : 30);
 		break;
 	}
 }
@@ -396,9 +398,13 @@ secret_load(struct secret_src *s, const struct config *c)
 int
 secret_stale(const struct secret_src *s)
 {
+	time_t now = time(NULL);
+
 	if (s->type != SECRET_COMMAND)
 		return 0;
-	return s->value == NULL || time(NULL) - s->loaded_at >= s->ttl;
+	if (s->value == NULL)
+		return now >= s->retry_at;
+	return now - s->loaded_at >= s->ttl;
 }
 
 /* Release everything, wiping the value. */

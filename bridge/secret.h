@@ -31,6 +31,7 @@ struct secret_src {
 	size_t		  len;
 	char		 *error;	/* why value is NULL */
 	time_t		  loaded_at;
+	time_t		  retry_at;	/* after a failed command: no new run before this */
 };
 
 struct config;
@@ -40,7 +41,11 @@ int	secret_parse(json_t *, const char *name, const char *where, struct secret_sr
 	    char **cause);
 /* Load (or reload) the value of a source; failures are kept in src->error. */
 void	secret_load(struct secret_src *, const struct config *);
-/* Whether a loaded value is stale (command sources past their ttl). */
+/*
+ * Whether a command source should run again: its value is past its ttl, or it
+ * failed and its back-off (min(ttl, 30 s)) has passed. A command runs while the
+ * bridge waits, so the back-off bounds how often a failing one can stall it.
+ */
 int	secret_stale(const struct secret_src *);
 /* Release the value and everything else. */
 void	secret_clear(struct secret_src *);

@@ -515,8 +515,11 @@ conn_env(struct conn *c, const struct tool *t, json_t *env, char **cause)
 	for (i = 0; i < t->nsecrets; i++) {
 		struct secret_src *s = secret_resolve(cfg, c->session, t->secrets[i].secret);
 
-		if (s != NULL && secret_stale(s))
-			secret_load(s, cfg);	/* command sources past their ttl */
+		if (s != NULL && secret_stale(s)) {
+			config_refresh_secret(c->cfg, s);	/* command sources past their ttl */
+			if (s->error != NULL)
+				log_warnx("%s", s->error);
+		}
 		if (s == NULL || s->value == NULL) {
 			xasprintf(cause, "%s cannot run right now: the bridge could not load its "
 			    "credential (secret %s). Nothing was run. Ask the operator to run "
