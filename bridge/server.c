@@ -452,8 +452,10 @@ conn_child_read(evutil_socket_t fd, short what, void *arg)
 		}
 		if (c->peer_gone)
 			continue;
-		if (redact_feed(is_err ? c->red_err : c->red_out, buf, (size_t)n, conn_sink,
-		    &sc) != 0)
+		if ((is_err ? c->red_err : c->red_out) == NULL)
+			conn_sink(&sc, buf, (size_t)n);	/* git's pack stream: see conn_op_git */
+		else if (redact_feed(is_err ? c->red_err : c->red_out, buf, (size_t)n,
+		    conn_sink, &sc) != 0)
 			log_warnx("conn %llu: redaction sink failed", (unsigned long long)c->id);
 	}
 	conn_output_flow(c);
@@ -814,9 +816,16 @@ conn_op_git(struct conn *c, json_t *req)
 		goto out;
 	}
 	c->output_limit = (uint64_t)1 << 40;
-	c->red_out = conn_redactor(c, NULL, g.secret);
-	c->red_err = c->red_out != NULL ? redact_new_stream(c->red_out) : NULL;
-	if (c->red_out == NULL || c->red_err == NULL) {
+	/*
+	 * stdout is the pack protocol, written by upload-pack/receive-pack, which never
+	 * hold the token (shimbridge-git gives it only to its upstream fetch and push,
+	 * and redacts the messages it relays). Masking bytes there would corrupt
+	 * pkt-line lengths, and holding back a trailing "0000" flush would deadlock
+	 * the conversation, so only stderr goes through the redactor.
+	 */
+	c->red_out = NULL;
+	c->red_err = conn_redactor(c, NULL, g.secret);
+	if (c->red_err == NULL) {
 		conn_deny(c, ERR_INTERNAL, "redactor", "the bridge could not set up output "
 		    "redaction; nothing was sent. Tell the operator.");
 		goto out;
