@@ -12,11 +12,15 @@
  * of printable text into the child's stdin through a pipe and reads its stdout
  * through a pipe to the end, counting the bytes, and the line also has
  *	bytes_in=... bytes_out=... median_mbps=... (MB = 10^6 bytes, per median run)
+ * and always median_cpu_us=..., the child's own user+system time (wait4), which for
+ * the shim is the client side's whole cost.
  * With -u USER the harness drops to USER (groups, gid, uid) before the first run.
  * stderr of the child is /dev/null unless -E is given. -r FILE appends every timed
  * run's microseconds to FILE, one per line (bench/run takes medians across calls). Any run that exits non-zero,
  * or (with -b) returns a different number of bytes, makes the harness exit 1.
  */
+#include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 
@@ -111,8 +115,9 @@ nonblock(int fd)
  */
 static double
 run_once(char *const argv[], char *const envp[], uint64_t bytes, int keep_stderr,
-    uint64_t *out)
+    uint64_t *out, double *cpu)
 {
+	struct rusage ru;
 	int in[2] = { -1, -1 }, outp[2] = { -1, -1 }, status, devnull;
 	uint64_t sent = 0, got = 0;
 	static char buf[256 * 1024];
@@ -197,7 +202,7 @@ run_once(char *const argv[], char *const envp[], uint64_t bytes, int keep_stderr
 			}
 		}
 	}
-	while (waitpid(pid, &status, 0) < 0) {
+	while (wait4(pid, &status, 0, &ru) < 0) {
 		if (errno != EINTR) {
 			perror("exec_bench: waitpid");
 			exit(2);
@@ -206,6 +211,8 @@ run_once(char *const argv[], char *const envp[], uint64_t bytes, int keep_stderr
 	t1 = now_us();
 	if (out != NULL)
 		*out = got;
+	*cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+	    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		fprintf(stderr, "exec_bench: %s: %s %d\n", argv[0],
 		    WIFEXITED(status) ? "exit status" : "killed by signal",
@@ -231,7 +238,7 @@ main(int argc, char **argv)
 	FILE *raw = NULL;
 	unsigned long long bytes = 0;
 	uint64_t got;
-	double *t, sum = 0;
+	double *t, *cpu, sum = 0, c0;
 	int n = 500, warm = 10, nenv = 0, keep_stderr = 0, ch, i;
 
 	while ((ch = getopt(argc, argv, "n:w:u:e:b:Er:")) != -1) {
@@ -275,14 +282,15 @@ main(int argc, char **argv)
 	fill_pattern();
 	if (user != NULL)
 		drop_to(user);
-	if ((t = calloc((size_t)n, sizeof *t)) == NULL)
+	if ((t = calloc((size_t)n, sizeof *t)) == NULL ||
+	    (cpu = calloc((size_t)n, sizeof *cpu)) == NULL)
 		return 2;
 	for (i = 0; i < warm; i++) {
-		if (run_once(argv, envp, bytes, keep_stderr, &got) < 0)
+		if (run_once(argv, envp, bytes, keep_stderr, &got, &c0) < 0)
 			return 1;
 	}
 	for (i = 0; i < n; i++) {
-		if ((t[i] = run_once(argv, envp, bytes, keep_stderr, &got)) < 0)
+		if ((t[i] = run_once(argv, envp, bytes, keep_stderr, &got, &cpu[i])) < 0)
 			return 1;
 		if (bytes > 0 && got != bytes) {
 			fprintf(stderr, "exec_bench: sent %llu bytes, got %llu back\n", bytes,
@@ -298,12 +306,15 @@ main(int argc, char **argv)
 		return 2;
 	}
 	qsort(t, (size_t)n, sizeof *t, cmp_double);
+	qsort(cpu, (size_t)n, sizeof *cpu, cmp_double);
 	printf("runs=%d median_us=%.1f p10_us=%.1f p90_us=%.1f min_us=%.1f mean_us=%.1f",
 	    n, t[n / 2], t[n / 10], t[(n * 9) / 10], t[0], sum / n);
+	printf(" median_cpu_us=%.1f", cpu[n / 2]);
 	if (bytes > 0)
 		printf(" bytes_in=%llu bytes_out=%llu median_mbps=%.1f", bytes,
 		    (unsigned long long)got, (double)bytes / t[n / 2]);
 	printf("\n");
 	free(t);
+	free(cpu);
 	return 0;
 }
