@@ -15,19 +15,167 @@
  *        proto_env_allowed or GIT_PROTOCOL, string values of at most 1024 bytes,
  *        name=value sizes summing to at most REQ_MAX_ENV_BYTES.
  * A refusal must come with a reason; success with none.
+ *
+ * A document with "op": "git" also goes through gitop_prepare (bridge/gitop.c) for a
+ * session of a fixed config loaded in LLVMFuzzerInitialize (secrets loaded, so a
+ * request can succeed). On success: the service is upload-pack or receive-pack, the
+ * repository is one of the session's (case-insensitively), the host is configured,
+ * the upstream is that host's upstream + "/OWNER/NAME.git", the mirror is
+ * STATE/mirrors/SESSION/HOST/OWNER/NAME.git in lower case with no "." or ".."
+ * component, and GIT_PROTOCOL is absent or one of version=0/1/2. On refusal: a cause.
  */
+#include <sys/stat.h>
+
+#include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
+#include "config.h"
+#include "gitop.h"
 #include "policy.h"
 #include "proto.h"
 #include "request.h"
 
+int	LLVMFuzzerInitialize(int *, char ***);
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+static struct config	*cfg;
+static char		 fuzz_dir[] = "/tmp/fuzz_request.XXXXXX";
+
+/* Write a root-owned 0600 file. */
+static void
+fuzz_file(const char *path, const char *text)
+{
+	FILE *f;
+
+	if ((f = fopen(path, "w")) == NULL || fputs(text, f) == EOF || fclose(f) != 0)
+		abort();
+}
+
+/* A config with git hosts and a session that may use git; secrets loaded. */
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	char path[128], tok[128], *text, *cause = NULL;
+
+	(void)argc;
+	(void)argv;
+	umask(077);
+	if (mkdtemp(fuzz_dir) == NULL)
+		abort();
+	snprintf(tok, sizeof tok, "%s/token", fuzz_dir);
+	fuzz_file(tok, "ghs_fuzz0123456789\n");
+	snprintf(path, sizeof path, "%s/config.json", fuzz_dir);
+	if (asprintf(&text,
+	    "{\"socket\": {\"path\": \"%s/sock\"}, \"runner\": \"daemon\",\n"
+	    " \"audit_log\": \"%s/audit\", \"state_dir\": \"%s/state\",\n"
+	    " \"secrets\": {\"gh\": {\"source\": \"file\", \"path\": \"%s\"}},\n"
+	    " \"git\": {\"path\": \"/bin/true\", \"helper\": \"/bin/true\", \"hosts\": {\n"
+	    "   \"github.com\": {\"upstream\": \"https://github.com/\", \"secret\": \"gh\"},\n"
+	    "   \"ghe.example.com:8443\": {\"upstream\": \"http://127.0.0.1:1\", \"secret\": \"gh\"}}},\n"
+	    " \"sessions\": [{\"name\": \"s1\", \"uid\": 1001, \"tools\": [\"git\"],\n"
+	    "   \"repos\": [\"octo/one\", \"Octo/Two.dots\"]}]}\n",
+	    fuzz_dir, fuzz_dir, fuzz_dir, tok) < 0)
+		abort();
+	fuzz_file(path, text);
+	free(text);
+	if ((cfg = config_load(path, 0, &cause)) == NULL) {
+		fprintf(stderr, "fuzz_request: cannot load the fixed config (run as root): %s\n",
+		    cause);
+		abort();
+	}
+	return 0;
+}
+
+/* Lower-case comparison of a path component of length n with s. */
+static int
+fuzz_lower_eq(const char *p, size_t n, const char *s)
+{
+	size_t i;
+
+	if (strlen(s) != n)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (p[i] != tolower((unsigned char)s[i]))
+			return 0;
+	}
+	return 1;
+}
+
+/* The gitop_prepare checks on a "git" request. */
+static void
+fuzz_git(json_t *req)
+{
+	const struct session *s = &cfg->sessions[0];
+	const struct git_host *h;
+	struct gitop g;
+	char *msg = NULL, *cause = NULL, *repo, *want, *p, *q;
+	size_t n;
+
+	if (gitop_prepare(cfg, s, req, &g, &msg, &cause) != 0) {
+		if (cause == NULL)
+			abort();
+		free(msg);
+		free(cause);
+		gitop_clear(&g);
+		return;
+	}
+	if (strcmp(g.service, "upload-pack") != 0 && strcmp(g.service, "receive-pack") != 0)
+		abort();
+	if ((h = config_git_host(cfg, g.host)) == NULL)
+		abort();
+	if (asprintf(&repo, "%s/%s", g.owner, g.name) < 0)
+		abort();
+	if (!config_session_has_repo(s, repo))
+		abort();
+	n = strlen(h->upstream);
+	if (h->upstream[n - 1] == '/')
+		n--;
+	if (asprintf(&want, "%.*s/%s/%s.git", (int)n, h->upstream, g.owner, g.name) < 0)
+		abort();
+	if (strcmp(g.upstream, want) != 0)
+		abort();
+	free(want);
+	/* STATE/mirrors/SESSION/HOST/OWNER/NAME.git, lower case, no dot components. */
+	n = strlen(cfg->state_dir);
+	if (strncmp(g.mirror, cfg->state_dir, n) != 0 || strncmp(g.mirror + n, "/mirrors/", 9) != 0)
+		abort();
+	p = g.mirror + n + 9;
+	if (strncmp(p, s->name, strlen(s->name)) != 0 || p[strlen(s->name)] != '/')
+		abort();
+	p += strlen(s->name) + 1;
+	q = strchr(p, '/');
+	if (q == NULL || !fuzz_lower_eq(p, (size_t)(q - p), g.host))
+		abort();
+	p = q + 1;
+	q = strchr(p, '/');
+	if (q == NULL || !fuzz_lower_eq(p, (size_t)(q - p), g.owner))
+		abort();
+	p = q + 1;
+	n = strlen(p);
+	if (n < 5 || strcmp(p + n - 4, ".git") != 0 || !fuzz_lower_eq(p, n - 4, g.name) ||
+	    strchr(p, '/') != NULL)
+		abort();
+	for (p = g.mirror; p != NULL; p = strchr(p, '/') != NULL ? strchr(p, '/') + 1 : NULL) {
+		n = strcspn(p, "/");
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			abort();
+	}
+	if (g.protocol != NULL && strcmp(g.protocol, "version=0") != 0 &&
+	    strcmp(g.protocol, "version=1") != 0 && strcmp(g.protocol, "version=2") != 0)
+		abort();
+	free(repo);
+	free(msg);
+	free(cause);
+	gitop_clear(&g);
+}
 
 /* The env invariants. */
 static void
@@ -141,6 +289,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_env_ok(req);
 	else if (why == NULL)
 		abort();
+	if (json_is_object(req) && json_is_string(json_object_get(req, "op")) &&
+	    strcmp(json_string_value(json_object_get(req, "op")), "git") == 0)
+		fuzz_git(req);
 	json_decref(req);
 	return 0;
 }
