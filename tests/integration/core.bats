@@ -303,6 +303,15 @@ now_ms() {
 	[ "$(cat "$T/rc")" = 0 ]
 }
 
+@test "stdout: a child that exits while its reader is slow still delivers every byte" {
+	# The child writes more than the daemon buffers before pausing, then exits while
+	# its reader waits: the tail sits in the pipe, unread, longer than kill_grace + 2 s.
+	local out
+	out=$(as_t 60 sbt-alice sh -c 'head -c 500000 /dev/zero | tr "\0" b' | (sleep 7; wc -c))
+	[ "$out" -eq 500000 ]
+	refute grep -q "output pipes still open" "$SB_DIR/log/daemon.log"
+}
+
 @test "secret: injected into the child, redacted in output, absent from the shim, child environ unreadable" {
 	local m=mk-secret-$RANDOM child shim
 	as_t 30 sbt-alice sh -c "printf %s \"\$MY_TOKEN\" | sha256sum; echo \"token=\$MY_TOKEN\"; sleep 3; : $m" \

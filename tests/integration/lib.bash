@@ -226,10 +226,11 @@ sb_refute_contains() {
 SB_FIXTURES=$SB_ROOT/tests/fixtures
 SB_OUTSIDER=sbt-eve
 
-# The Makefile puts the sanitized shim's objects in build/san/shim/, so the binary
-# build/san/shim cannot be linked (it is a directory). Until that is fixed, link the
-# sanitized shim from those objects into a private build dir that points back at the
-# sanitized daemon. No-op when $SB_BUILD/shim is a file. Sets and exports SB_BUILD.
+# Older Makefiles put the sanitized shim's objects in build/san/shim/, so the binary
+# could not be linked there (fixed in 18b37b7: objects now in build/san/obj/). For such
+# a build dir, link the sanitized shim from those objects into a private dir that
+# points back at the sanitized daemon. No-op when $SB_BUILD/shim is a file (the normal
+# case now). Sets and exports SB_BUILD.
 sb_build_resolve() {
 	[ -d "$SB_BUILD/shim" ] || return 0
 	local dir=${BATS_RUN_TMPDIR:-/tmp}/sb-build.$$ o=$SB_BUILD
@@ -280,9 +281,11 @@ sb_wait_for() {
 	done
 }
 
-# Whether no process of the runner user exists (zombies included).
+# Whether no live process of the runner user exists. Zombies count (a zombie of the
+# daemon is a reaping bug) except those of PID 1: a container's PID 1 may never reap
+# what a killed daemon left to it.
 sb_no_runner() {
-	! pgrep -u "$SB_RUNNER" >/dev/null
+	! ps -u "$SB_RUNNER" -o stat=,ppid= 2>/dev/null | awk '$1 !~ /^Z/ || $2 != 1 { found = 1 } END { exit !found }'
 }
 
 # Pids of USER's processes whose command line contains TEXT, oldest first.
