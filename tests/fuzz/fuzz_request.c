@@ -59,6 +59,19 @@ fuzz_file(const char *path, const char *text)
 		abort();
 }
 
+/* Remove the fixed config's files at exit. */
+static void
+fuzz_cleanup(void)
+{
+	char path[128];
+
+	snprintf(path, sizeof path, "%s/token", fuzz_dir);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/config.json", fuzz_dir);
+	unlink(path);
+	rmdir(fuzz_dir);
+}
+
 /* A config with git hosts and a session that may use git; secrets loaded. */
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -70,6 +83,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	umask(077);
 	if (mkdtemp(fuzz_dir) == NULL)
 		abort();
+	atexit(fuzz_cleanup);
 	snprintf(tok, sizeof tok, "%s/token", fuzz_dir);
 	fuzz_file(tok, "ghs_fuzz0123456789\n");
 	snprintf(path, sizeof path, "%s/config.json", fuzz_dir);
