@@ -855,7 +855,7 @@ redact_match(struct redact_run *run, uint32_t s, uint64_t end)
 		st->ivlen--;
 	}
 	if (st->ivlen == st->ivcap)
-		abort();	/* the bound in redact_stream_alloc() is broken */
+		abort();	/* the bound in redact_ivcap() is broken */
 	i = st->ivhead + st->ivlen;
 	back = &st->iv[i >= st->ivcap ? i - st->ivcap : i];
 	back->s = start;
@@ -975,7 +975,7 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 	/* Keep the bytes still open: first any left in the hold buffer, then input. */
 	keep = (size_t)(st->pos - st->emitted);
 	if (keep > st->holdcap)
-		abort();	/* the hold is bounded by the longest pattern */
+		abort();	/* the hold is bounded by safecap */
 	if (st->emitted < run.base) {
 		old = (size_t)(run.base - st->emitted);
 		memmove(st->hold, st->hold + (st->emitted - run.hbase), old);
