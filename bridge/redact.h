@@ -115,7 +115,8 @@ struct redact;
 
 /*
  * Build the automaton for secrets[0..n) and a first, empty stream on it. n == 0
- * (or only short secrets) gives a pass-through filter. The secrets are not kept.
+ * (or only short secrets) gives a pass-through filter. Only encoded copies of the
+ * secrets are kept (in secure memory); the caller's buffers may go at once.
  * Returns NULL and sets errno on failure: EINVAL (a NULL value with a non-zero
  * length), E2BIG (automaton over REDACT_MAX_AUTOMATON), ENOMEM.
  */
