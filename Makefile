@@ -54,7 +54,7 @@ $(B)/shimbridged: $(call obj,bridge/main.c $(BRIDGE_SRC) $(COMMON_SRC))
 	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS)
 $(B)/shimbridge: $(call obj,$(ADMIN_SRC) $(BRIDGE_SRC) $(COMMON_SRC))
 	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS)
-$(B)/shimbridge-git: $(call obj,$(GIT_SRC) $(COMMON_SRC))
+$(B)/shimbridge-git: $(call obj,$(GIT_SRC) bridge/redact.c $(COMMON_SRC))
 	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS)
 
 # The shim: static, musl, small. Only common/ code that needs no third-party library.
@@ -68,7 +68,7 @@ $(B)/san/shimbridged: $(call sobj,bridge/main.c $(BRIDGE_SRC) $(COMMON_SRC))
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
 $(B)/san/shimbridge: $(call sobj,$(ADMIN_SRC) $(BRIDGE_SRC) $(COMMON_SRC))
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
-$(B)/san/shimbridge-git: $(call sobj,$(GIT_SRC) $(COMMON_SRC))
+$(B)/san/shimbridge-git: $(call sobj,$(GIT_SRC) bridge/redact.c $(COMMON_SRC))
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
 $(B)/san/shim: $(call sobj,$(SHIM_SRC) $(SHIM_COMMON))
 	$(CC) $(SANFLAGS) -o $@ $^

@@ -1137,6 +1137,41 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * A push the git policy refused inside shimbridge-git's pre-receive hook: git
+ * exits 0 then, so the hook leaves its message in the private HOME for us.
+ */
+static void
+conn_audit_git_refusal(struct conn *c)
+{
+	char *path, buf[2049];
+	struct stat st;
+	ssize_t n;
+	json_t *a;
+	int fd;
+
+	if (c->op == NULL || strcmp(c->op, "git") != 0 || c->scratch == NULL)
+		return;
+	xasprintf(&path, "%s/.shimbridge-refused", c->scratch);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	free(path);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (n = read(fd, buf,
+	    sizeof buf - 1)) <= 0) {
+		close(fd);
+		return;
+	}
+	close(fd);
+	buf[n] = '\0';
+	a = conn_audit_base(c, "denied");
+	/* The runner wrote it: jansson escapes it; invalid UTF-8 is not logged raw. */
+	if (json_object_set_new(a, "reason", json_string(buf)) != 0)
+		json_object_set_new(a, "reason", json_string("git policy refused the push"));
+	audit_write(a, c->cfg->redact);
+	c->srv->n_denied++;
+}
+
 /* Finish once the child is reaped and both output pipes are drained. */
 static void
 conn_check_done(struct conn *c)
@@ -1146,6 +1181,7 @@ conn_check_done(struct conn *c)
 
 	if (c->state != CONN_RUNNING || !c->reaped || c->fd_out >= 0 || c->fd_err >= 0)
 		return;
+	conn_audit_git_refusal(c);
 	a = conn_audit_base(c, "done");
 	json_object_set_new(a, "duration", json_real(conn_elapsed(c)));
 	json_object_set_new(a, "bytes_in", json_integer((json_int_t)c->bytes_in));

@@ -553,6 +553,7 @@ githook_pre_receive(int argc, char **argv)
 		bad = 1;
 	if (bad) {
 		gitmsg_say("nothing was pushed upstream.");
+		gitmsg_record_refusal();
 		goto out;
 	}
 	if (githook_push(&ctx, gitdir, items, n) != 0)

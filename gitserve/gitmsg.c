@@ -4,42 +4,55 @@
  * defence and stripped of control bytes; the first line is that no secret is ever
  * put where git could print it.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "redact.h"
 #include "util.h"
 #include "gitserve.h"
 
-#define GITMSG_REDACTED	"[redacted]"
+#define GITMSG_LOG_MAX	2048	/* what a refusal record keeps */
 
-static const char *gitmsg_secret;	/* not owned; NULL or "" = nothing to redact */
+static struct redact *gitmsg_redact;	/* every encoding of the token; NULL = none */
+static char gitmsg_log[GITMSG_LOG_MAX];	/* lines said so far, for gitmsg_record_refusal */
+static size_t gitmsg_loglen;
 
-/* Set (or clear, with NULL) the secret that must never be printed. */
+/*
+ * Set (or clear, with NULL) the secret that must never be printed. Messages are
+ * redacted with the bridge's redactor: the token raw, in base64 at every offset,
+ * URL-encoded, JSON-escaped and hex, so an upstream that echoes a credential in
+ * any of those forms is masked too.
+ */
 void
 gitmsg_init(const char *secret)
 {
-	gitmsg_secret = secret;
+	struct redact_secret rs;
+
+	redact_free(gitmsg_redact);
+	gitmsg_redact = NULL;
+	if (secret == NULL || *secret == '\0')
+		return;
+	rs.value = (const unsigned char *)secret;
+	rs.len = strlen(secret);
+	if ((gitmsg_redact = redact_new(&rs, 1)) == NULL)
+		die(GS_EXIT_FATAL, "cannot set up redaction");
 }
 
-/* Copy buf with the secret replaced and control bytes turned into '?'. */
+/* Copy buf with control bytes turned into '?' and every form of the secret masked. */
 char *
 gitmsg_clean(const char *buf, size_t len)
 {
 	struct gitbuf	 b;
-	size_t		 slen = 0, i;
+	size_t		 i;
 	char		*out, c;
 
-	if (gitmsg_secret != NULL)
-		slen = strlen(gitmsg_secret);
 	gitbuf_init(&b, (size_t)-1);
 	for (i = 0; i < len; i++) {
-		if (slen > 0 && len - i >= slen && memcmp(buf + i, gitmsg_secret, slen) == 0) {
-			gitbuf_add(&b, GITMSG_REDACTED, strlen(GITMSG_REDACTED));
-			i += slen - 1;
-			continue;
-		}
 		c = buf[i];
 		if ((unsigned char)c < 0x20 && c != '\t')
 			c = '?';
@@ -47,9 +60,37 @@ gitmsg_clean(const char *buf, size_t len)
 			c = '?';
 		gitbuf_add(&b, &c, 1);
 	}
-	out = xstrdup(gitbuf_str(&b));
+	if (gitmsg_redact != NULL) {
+		out = redact_string(gitmsg_redact, gitbuf_str(&b));
+		if (out == NULL)
+			die(GS_EXIT_FATAL, "redaction failed");
+	} else
+		out = xstrdup(gitbuf_str(&b));
 	gitbuf_free(&b);
 	return out;
+}
+
+/*
+ * Write what was said so far to $HOME/.shimbridge-refused, so the bridge can audit
+ * a push the policy refused (receive-pack itself exits 0 when its hook refuses).
+ * HOME is the per-call private directory the bridge made.
+ */
+void
+gitmsg_record_refusal(void)
+{
+	const char *home = getenv("HOME");
+	char *path;
+	int fd;
+
+	if (home == NULL || home[0] != '/')
+		return;
+	xasprintf(&path, "%s/.shimbridge-refused", home);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	free(path);
+	if (fd < 0)
+		return;
+	(void)!write(fd, gitmsg_log, gitmsg_loglen);
+	close(fd);
 }
 
 /* Print one message line. */
@@ -70,6 +111,11 @@ gitmsg_say(const char *fmt, ...)
 		clean[--len] = '\0';
 	fprintf(stderr, "shimbridge: %s\n", clean);
 	fflush(stderr);
+	if (gitmsg_loglen + len + 2 < sizeof gitmsg_log) {
+		memcpy(gitmsg_log + gitmsg_loglen, clean, len);
+		gitmsg_loglen += len;
+		gitmsg_log[gitmsg_loglen++] = '\n';
+	}
 	gitcred_wipe(raw, n);
 	free(raw);
 	free(clean);

@@ -149,6 +149,8 @@ char	*gitrun_self_path(char **cause);
 
 /* gitmsg.c: messages for the sandboxed user (stderr), sanitized and redacted. */
 void	 gitmsg_init(const char *secret);
+/* Leave the lines said so far where the bridge audits a refused push. */
+void	 gitmsg_record_refusal(void);
 /* Print "shimbridge: <message>" on one line. */
 void	 gitmsg_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print each line of buf as "shimbridge: <prefix><line>". */

@@ -494,7 +494,7 @@ commit_file() {
 	commit_file "$W/c" z
 	cgit -C "$W/c" push origin upstream-reject-2
 	[ "$status" -ne 0 ]
-	[[ "$output" == *"debug: token is [redacted]"* ]]
+	[[ "$output" == *"debug: token is [REDACTED]"* ]]
 	cgit -C "$W/c" fetch origin
 	cgit -C "$W/c" push origin :main
 	! grep -qF "$TOKEN" "$CLIENT_LOG" || false
