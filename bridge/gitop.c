@@ -32,16 +32,19 @@ gitop_name_ok(const char *s, size_t n)
 	return 1;
 }
 
-/* Host names: letters, digits, dots and dashes, optionally :port. */
+/* Host names: letters, digits, dots and dashes, optionally :port; starts alphanumeric. */
 static int
 gitop_host_ok(const char *s, size_t n)
 {
 	size_t i;
 
-	if (n == 0 || n > 253)
+	if (n == 0 || n > 253 || !isalnum((unsigned char)s[0]))
 		return 0;
 	for (i = 0; i < n; i++) {
 		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '.' && s[i] != ':')
+			return 0;
+		/* The host becomes a mirror path component: no "..", no empty labels. */
+		if (s[i] == '.' && (i + 1 == n || s[i + 1] == '.' || s[i + 1] == ':'))
 			return 0;
 	}
 	return 1;
