@@ -33,6 +33,8 @@ enum redact_enc {
 	ENC_JSON_GO,
 	ENC_HEX_LOWER,
 	ENC_HEX_UPPER,
+	ENC_JSON_ASCII_LOWER,
+	ENC_JSON_ASCII_UPPER,
 	ENC_COUNT
 };
 
@@ -313,6 +315,102 @@ redact_enc_json(const unsigned char *s, size_t n, int flags, unsigned char *out)
 	return o;
 }
 
+/* Decode one UTF-8 sequence at s[i..n); returns its length (0 if invalid) and *cp. */
+static size_t
+redact_utf8(const unsigned char *s, size_t n, size_t i, unsigned long *cp)
+{
+	unsigned char c = s[i];
+	size_t len, k;
+	unsigned long v, min;
+
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if ((c & 0xe0) == 0xc0) {
+		len = 2;
+		v = c & 0x1f;
+		min = 0x80;
+	} else if ((c & 0xf0) == 0xe0) {
+		len = 3;
+		v = c & 0x0f;
+		min = 0x800;
+	} else if ((c & 0xf8) == 0xf0) {
+		len = 4;
+		v = c & 0x07;
+		min = 0x10000;
+	} else
+		return 0;
+	if (n - i < len)
+		return 0;
+	for (k = 1; k < len; k++) {
+		if ((s[i + k] & 0xc0) != 0x80)
+			return 0;
+		v = v << 6 | (s[i + k] & 0x3f);
+	}
+	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	*cp = v;
+	return len;
+}
+
+/*
+ * Escape s as an ASCII-only JSON string body (jansson's JSON_ENSURE_ASCII, Python's
+ * json.dumps default): every non-ASCII character as \uXXXX, beyond U+FFFF as a
+ * surrogate pair. Only for secrets that are valid UTF-8 with a non-ASCII byte;
+ * otherwise the plain JSON forms already cover them and 0 is returned.
+ */
+static size_t
+redact_enc_json_ascii(const unsigned char *s, size_t n, const char *hex, unsigned char *out)
+{
+	size_t i, o = 0, len;
+	unsigned long cp, u[2];
+	int nonascii = 0, k, nu;
+	char e[6];
+
+	for (i = 0; i < n; i += len) {
+		if ((len = redact_utf8(s, n, i, &cp)) == 0)
+			return 0;
+		nonascii |= cp >= 0x80;
+	}
+	if (!nonascii)
+		return 0;
+	for (i = 0; i < n; i += len) {
+		len = redact_utf8(s, n, i, &cp);
+		if (cp < 0x80 && cp >= 0x20 && cp != '"' && cp != '\\') {
+			e[0] = (char)cp;
+			redact_put(out, &o, e, 1);
+			continue;
+		}
+		if (cp == '"' || cp == '\\' || cp == '\n' || cp == '\r' || cp == '\t' ||
+		    cp == '\b' || cp == '\f') {
+			e[0] = '\\';
+			e[1] = cp == '\n' ? 'n' : cp == '\r' ? 'r' : cp == '\t' ? 't' :
+			    cp == '\b' ? 'b' : cp == '\f' ? 'f' : (char)cp;
+			redact_put(out, &o, e, 2);
+			continue;
+		}
+		nu = 1;
+		u[0] = cp;
+		if (cp > 0xffff) {
+			u[0] = 0xd800 + ((cp - 0x10000) >> 10);
+			u[1] = 0xdc00 + ((cp - 0x10000) & 0x3ff);
+			nu = 2;
+		}
+		for (k = 0; k < nu; k++) {
+			e[0] = '\\';
+			e[1] = 'u';
+			e[2] = hex[u[k] >> 12 & 15];
+			e[3] = hex[u[k] >> 8 & 15];
+			e[4] = hex[u[k] >> 4 & 15];
+			e[5] = hex[u[k] & 15];
+			redact_put(out, &o, e, 6);
+		}
+	}
+	sodium_memzero(e, sizeof e);
+	return o;
+}
+
 /* Hex-encode s. */
 static size_t
 redact_enc_hex(const unsigned char *s, size_t n, const char *hex, unsigned char *out)
@@ -367,6 +465,10 @@ redact_encode(int enc, const unsigned char *s, size_t n, unsigned char *out)
 		return redact_enc_hex(s, n, hex_lower, out);
 	case ENC_HEX_UPPER:
 		return redact_enc_hex(s, n, hex_upper, out);
+	case ENC_JSON_ASCII_LOWER:
+		return redact_enc_json_ascii(s, n, hex_lower, out);
+	case ENC_JSON_ASCII_UPPER:
+		return redact_enc_json_ascii(s, n, hex_upper, out);
 	}
 	return 0;
 }

@@ -17,7 +17,10 @@
  *   - JSON string body: \" \\, \b \f \n \r \t, other bytes below 0x20 as \u00XX,
  *     in four variants ('/' as is or as \/, times \u00XX hex upper or lower case)
  *     plus Go's encoding/json form (also < > & as \u003c \u003e \u0026, which gh,
- *     a Go program, emits by default);
+ *     a Go program, emits by default), and for secrets with non-ASCII characters
+ *     the ASCII-only form (every non-ASCII character as \uXXXX, upper and lower
+ *     case, surrogate pairs beyond U+FFFF: jansson's JSON_ENSURE_ASCII, Python's
+ *     json.dumps);
  *   - hex, lower and upper case.
  * Identical patterns are kept once; patterns shorter than REDACT_MIN_LEN are dropped.
  *

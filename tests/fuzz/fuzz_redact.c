@@ -21,7 +21,7 @@
 #define DATA_MAX	4096
 #define NSEC_MAX	4
 #define SEC_MAX		32
-#define NENC		16
+#define NENC		18
 #define PAT_MAX		(SEC_MAX * 6)	/* longest encoding: JSON \u00XX */
 #define MASKLEN		(sizeof REDACT_MASK - 1)
 
@@ -108,6 +108,80 @@ ref_b64(const unsigned char *s, size_t n, int k, int url, unsigned char *out)
 	return hi - lo;
 }
 
+/*
+ * Reference ASCII-only JSON: decode UTF-8 strictly (shortest form, no surrogates,
+ * at most U+10FFFF), escape the JSON specials, everything non-ASCII as \uXXXX
+ * (surrogate pairs above U+FFFF). 0 for invalid UTF-8 or all-ASCII input.
+ */
+static size_t
+ref_json_ascii(const unsigned char *s, size_t n, int upper, unsigned char *out)
+{
+	unsigned long cps[SEC_MAX];
+	size_t ncp = 0, i = 0, o = 0, k;
+	int nonascii = 0;
+	char tmp[16];
+
+	while (i < n) {
+		unsigned long v;
+		size_t len;
+
+		if (s[i] < 0x80) {
+			v = s[i];
+			len = 1;
+		} else if (s[i] >= 0xc2 && s[i] <= 0xdf)
+			len = 2;
+		else if (s[i] >= 0xe0 && s[i] <= 0xef)
+			len = 3;
+		else if (s[i] >= 0xf0 && s[i] <= 0xf4)
+			len = 4;
+		else
+			return 0;
+		if (len > 1) {
+			if (n - i < len)
+				return 0;
+			v = s[i] & (0x7f >> len);
+			for (k = 1; k < len; k++) {
+				if ((s[i + k] & 0xc0) != 0x80)
+					return 0;
+				v = v << 6 | (s[i + k] & 0x3f);
+			}
+			if ((len == 3 && v < 0x800) || (len == 4 && v < 0x10000) || v > 0x10ffff ||
+			    (v >= 0xd800 && v <= 0xdfff))
+				return 0;
+			nonascii = 1;
+		}
+		cps[ncp++] = v;
+		i += len;
+	}
+	if (!nonascii)
+		return 0;
+	for (k = 0; k < ncp; k++) {
+		unsigned long c = cps[k];
+		int w;
+
+		if (c == '"' || c == '\\') {
+			out[o++] = '\\';
+			out[o++] = (unsigned char)c;
+		} else if (c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f') {
+			out[o++] = '\\';
+			out[o++] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' :
+			    c == '\b' ? 'b' : 'f';
+		} else if (c >= 0x20 && c < 0x80)
+			out[o++] = (unsigned char)c;
+		else if (c > 0xffff) {
+			w = snprintf(tmp, sizeof tmp, upper ? "\\u%04lX\\u%04lX" : "\\u%04lx\\u%04lx",
+			    0xd800 + ((c - 0x10000) >> 10), 0xdc00 + ((c - 0x10000) & 0x3ff));
+			memcpy(out + o, tmp, (size_t)w);
+			o += (size_t)w;
+		} else {
+			w = snprintf(tmp, sizeof tmp, upper ? "\\u%04lX" : "\\u%04lx", c);
+			memcpy(out + o, tmp, (size_t)w);
+			o += (size_t)w;
+		}
+	}
+	return o;
+}
+
 /* Reference encoder number enc (same numbering idea as the header's list). */
 static size_t
 ref_encode(int enc, const unsigned char *s, size_t n, unsigned char *out)
@@ -165,6 +239,8 @@ ref_encode(int enc, const unsigned char *s, size_t n, unsigned char *out)
 			o += 2;
 		}
 		return o;
+	case 16: case 17:
+		return ref_json_ascii(s, n, enc == 17, out);
 	}
 	return 0;
 }

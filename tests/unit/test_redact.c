@@ -734,6 +734,31 @@ test_refusals(void **state)
 }
 
 /* Test runner. */
+/* Non-ASCII secrets in ASCII-only JSON (jansson JSON_ENSURE_ASCII, Python json.dumps). */
+static void
+test_json_ascii(void **state)
+{
+	/* "tok-Ä€😀-end": 2-, 3- and 4-byte UTF-8. */
+	static const unsigned char sec[] = "tok-\xc3\x84\xe2\x82\xac\xf0\x9f\x98\x80-end";
+	struct redact_secret rs = { sec, sizeof sec - 1 };
+	struct redact *r = redact_new(&rs, 1);
+	char *out;
+
+	(void)state;
+	assert_non_null(r);
+	out = redact_string(r, "{\"t\": \"tok-\\u00c4\\u20ac\\ud83d\\ude00-end\"}");
+	assert_string_equal(out, "{\"t\": \"" REDACT_MASK "\"}");
+	free(out);
+	out = redact_string(r, "a tok-\\u00C4\\u20AC\\uD83D\\uDE00-end b");
+	assert_string_equal(out, "a " REDACT_MASK " b");
+	free(out);
+	/* A near miss (another code point) passes untouched. */
+	out = redact_string(r, "tok-\\u00c5\\u20ac\\ud83d\\ude00-end");
+	assert_string_equal(out, "tok-\\u00c5\\u20ac\\ud83d\\ude00-end");
+	free(out);
+	redact_free(r);
+}
+
 int
 main(void)
 {
@@ -754,6 +779,7 @@ main(void)
 		cmocka_unit_test(test_streams),
 		cmocka_unit_test(test_sink_failure),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_json_ascii),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
