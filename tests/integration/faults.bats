@@ -362,8 +362,14 @@ concurrent() {
 	[ $((n1 - n0)) -eq 2 ] || { echo "$((n1 - n0)) audit lines for 2 busy refusals" >&2; false; }
 }
 
-@test "soak: 10,000 sequential invocations; daemon fds and RSS back to baseline" {
-	local n=${SBT_SOAK_N:-10000} fds0 rss0 fds1 rss1 t0 t1 fails done0 done1
+@test "soak: 10,000 sequential invocations (2,000 under ASan); daemon fds and RSS back to baseline" {
+	local n=${SBT_SOAK_N:-10000} fds0 rss0 fds1 rss1 t0 t1 fails done0 done1 asan=
+	# The sanitized daemon runs ~40 calls/s: 2,000 calls there (LeakSanitizer
+	# checks for leaks when it stops), unless SBT_SOAK_N says otherwise.
+	if ldd "$SB_BUILD/shimbridged" | grep -q libasan; then
+		asan=1
+		n=${SBT_SOAK_N:-2000}
+	fi
 	f_config
 	f_start
 	as_t 60 sbt-alice bash -c 'for i in $(seq 50); do sh -c ":"; done'
@@ -381,6 +387,12 @@ concurrent() {
 	[ "$fails" -eq 0 ]
 	[ $((done1 - done0)) -eq "$n" ]
 	[ "$fds1" -eq "$fds0" ]
+	# ASan holds freed memory in its quarantine (256 MB by default), so RSS says
+	# nothing there; LeakSanitizer checks for leaks when the daemon stops.
+	if [ -n "$asan" ]; then
+		echo "# soak: sanitized daemon, RSS not checked (ASan quarantine); LeakSanitizer runs at stop" >&3
+		return 0
+	fi
 	[ $((rss1 - rss0)) -lt 2048 ]
 }
 
