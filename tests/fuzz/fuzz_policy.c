@@ -22,8 +22,8 @@
  *   - gh api: the endpoint contains no "://", the method is GET, no request body
  *     fields (-f/-F/--input) and only Accept: headers.
  * With FUZZ_POLICY_STRICT=1 in the environment, positional repository selectors
- * are checked too (issue/pr URLs, repo view OWNER/REPO); see the report in the
- * commit introducing this file.
+ * are checked too: an issue/pr argument that is a URL (gh takes the repository and
+ * the host from it, and sends the host's token there) and repo view OWNER/REPO.
  */
 #include <sys/stat.h>
 
