@@ -109,6 +109,7 @@ struct conn {
 	uint64_t		 bytes_in, bytes_out;
 	uint64_t		 output_limit;
 	char			*scratch;
+	size_t			 close_left;	/* output still queued at the last close check */
 };
 
 TAILQ_HEAD(conn_list, conn);
@@ -178,6 +179,8 @@ conn_set_state(struct conn *c, enum conn_state to)
 		c->srv->nrunning--;
 	if (to == CONN_RUNNING)
 		c->srv->nrunning++;
+	if (to == CONN_CLOSING && c->bev != NULL)
+		c->close_left = evbuffer_get_length(bufferevent_get_output(c->bev));
 	c->state = to;
 }
 
@@ -748,9 +751,16 @@ conn_op_run(struct conn *c, json_t *req)
 	if (t->profile == PROFILE_GH)
 		gh_env(t, c->scratch, &pc, env);
 	c->output_limit = t->output_limit;
-	c->red_out = conn_redactor(c, t, NULL);
-	c->red_err = c->red_out != NULL ? redact_new_stream(c->red_out) : NULL;
-	if (c->red_out == NULL || c->red_err == NULL) {
+	/*
+	 * A child given no secret has none to print (the runner can read no secret
+	 * source), so its output is relayed as it is; otherwise both streams are
+	 * redacted with every form of what it was given.
+	 */
+	if (t->nsecrets > 0) {
+		c->red_out = conn_redactor(c, t, NULL);
+		c->red_err = c->red_out != NULL ? redact_new_stream(c->red_out) : NULL;
+	}
+	if (t->nsecrets > 0 && (c->red_out == NULL || c->red_err == NULL)) {
 		conn_deny(c, ERR_INTERNAL, "redactor", "the bridge could not set up output "
 		    "redaction; nothing was run. Tell the operator.");
 		goto out;
@@ -895,8 +905,16 @@ conn_on_request(struct conn *c, const char *buf, size_t len)
 	json_t *req, *op;
 
 	req = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-	if (req == NULL || !json_is_object(req) ||
-	    !json_is_string(op = json_object_get(req, "op"))) {
+	if (req == NULL) {
+		char msg[512];
+
+		snprintf(msg, sizeof msg, "the request could not be read (%s). Arguments, "
+		    "the working directory and environment values must be valid UTF-8 "
+		    "without NUL bytes; pass other data through stdin or a file", je.text);
+		conn_protocol_error(c, msg);
+		return;
+	}
+	if (!json_is_object(req) || !json_is_string(op = json_object_get(req, "op"))) {
 		json_decref(req);
 		conn_protocol_error(c, "the request is not a JSON object with an \"op\"");
 		return;
@@ -1130,6 +1148,16 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 			conn_kill(c, SIGKILL);
 		break;
 	case CONN_CLOSING:
+		/* A slow peer that is still reading gets more time; a stalled one does not. */
+		if (c->bev != NULL && !c->peer_gone) {
+			size_t left = evbuffer_get_length(bufferevent_get_output(c->bev));
+
+			if (left > 0 && left < c->close_left) {
+				c->close_left = left;
+				conn_timer(c, CLOSE_TIMEOUT);
+				break;
+			}
+		}
 		conn_schedule_free(c);
 		break;
 	case CONN_DEAD:
@@ -1234,8 +1262,8 @@ conn_check_done(struct conn *c)
 		conn_schedule_free(c);
 }
 
-/* A child of ours ended: find its connection. */
-static void
+/* A child of ours ended: find its connection. Returns 1 if it was a request's child. */
+static int
 server_reaped(struct server *srv, pid_t pid, int status)
 {
 	struct conn *c;
@@ -1252,9 +1280,10 @@ server_reaped(struct server *srv, pid_t pid, int status)
 			conn_check_done(c);
 		else if (c->state == CONN_CLOSING && c->peer_gone)
 			conn_schedule_free(c);
-		return;
+		return 1;
 	}
 	/* Not a request child: an escaped descendant, already dealt with. */
+	return 0;
 }
 
 /* Kill descendants that escaped their process group (reparented to us). */
@@ -1285,10 +1314,9 @@ server_sigchld(evutil_socket_t sig, short what, void *arg)
 
 	(void)sig;
 	(void)what;
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		server_reaped(srv, pid, status);
-		any = 1;
-	}
+	/* Only a request child's end can leave orphans behind: scan then, not for theirs. */
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+		any |= server_reaped(srv, pid, status);
 	if (any)
 		server_kill_orphans(srv);
 }
@@ -1340,23 +1368,33 @@ server_sweep(evutil_socket_t fd, short what, void *arg)
 		server_kill_orphans(srv);
 }
 
-/* Refuse a connection before a conn exists: best-effort error frame, then close. */
+/* Refuse a connection before a conn exists: audit it, best-effort error frame, close. */
 static void
-server_refuse(int fd, const char *code, const char *message)
+server_refuse(struct server *srv, int fd, uid_t uid, pid_t pid, const struct session *s,
+    const char *code, const char *reason, const char *message)
 {
 	unsigned char hdr[FRAME_HDR];
-	json_t *o = json_object();
-	char *s;
+	json_t *o = json_object(), *a = json_object();
+	char *str;
 
+	json_object_set_new(a, "event", json_string("refused"));
+	if (s != NULL)
+		json_object_set_new(a, "session", json_string(s->name));
+	json_object_set_new(a, "uid", json_integer(uid));
+	json_object_set_new(a, "pid", json_integer(pid));
+	json_object_set_new(a, "code", json_string(code));
+	json_object_set_new(a, "reason", json_string(reason));
+	audit_write(a, srv->cfg->redact);
+	srv->n_refused++;
 	json_object_set_new(o, "code", json_string(code));
 	json_object_set_new(o, "message", json_string(message));
-	s = json_dumps(o, JSON_COMPACT);
+	str = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
-	if (s != NULL) {
-		frame_put_header(hdr, FRAME_ERROR, (uint32_t)strlen(s));
+	if (str != NULL) {
+		frame_put_header(hdr, FRAME_ERROR, (uint32_t)strlen(str));
 		(void)send(fd, hdr, sizeof hdr, MSG_NOSIGNAL | MSG_DONTWAIT);
-		(void)send(fd, s, strlen(s), MSG_NOSIGNAL | MSG_DONTWAIT);
-		free(s);
+		(void)send(fd, str, strlen(str), MSG_NOSIGNAL | MSG_DONTWAIT);
+		free(str);
 	}
 	close(fd);
 }
@@ -1384,7 +1422,6 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	struct server *srv = arg;
 	const struct session *s = NULL;
 	struct conn *c;
-	json_t *a;
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
@@ -1399,31 +1436,23 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	}
 	srv->n_accepted++;
 	if (uid != 0 && (s = config_session_by_uid(srv->cfg, uid)) == NULL) {
-		a = json_object();
-		json_object_set_new(a, "event", json_string("refused"));
-		json_object_set_new(a, "uid", json_integer(uid));
-		json_object_set_new(a, "pid", json_integer(pid));
-		json_object_set_new(a, "reason", json_string(uid == 65534 ?
-		    "overflow uid" : "uid has no session"));
-		audit_write(a, srv->cfg->redact);
-		srv->n_refused++;
-		server_refuse(fd, ERR_UNAUTHORIZED, "this account is not a shimbridge sandbox "
-		    "session, so the bridge runs nothing for it. Ask the operator to add a "
-		    "session for this user (shimbridge session add).");
+		server_refuse(srv, fd, uid, pid, NULL, ERR_UNAUTHORIZED, uid == 65534 ?
+		    "overflow uid" : "uid has no session", "this account is not a shimbridge "
+		    "sandbox session, so the bridge runs nothing for it. Ask the operator to add "
+		    "a session for this user (shimbridge session add).");
 		return;
 	}
 	if (s != NULL && server_session_conns(srv, s) >= (s->max_concurrent > 0 ?
 	    s->max_concurrent : srv->cfg->max_per_session)) {
-		srv->n_refused++;
-		server_refuse(fd, ERR_BUSY, "the bridge is busy: this session has as many "
-		    "connections open as it may. Nothing was run; wait for some commands to "
-		    "finish and try again.");
+		server_refuse(srv, fd, uid, pid, s, ERR_BUSY, "session connection limit",
+		    "the bridge is busy: this session has as many connections open as it may. "
+		    "Nothing was run; wait for some commands to finish and try again.");
 		return;
 	}
 	if (srv->nconns >= srv->cfg->max_connections) {
-		srv->n_refused++;
-		server_refuse(fd, ERR_BUSY, "the bridge is busy (connection limit reached). "
-		    "Nothing was run; try again in a moment.");
+		server_refuse(srv, fd, uid, pid, s, ERR_BUSY, "global connection limit",
+		    "the bridge is busy (connection limit reached). Nothing was run; try again "
+		    "in a moment.");
 		return;
 	}
 	c = xcalloc(1, sizeof *c);

@@ -156,11 +156,27 @@ spawn_closefrom(int lowfd)
 		(void)close((int)fd);
 }
 
+/* Set a limit to want, or to the hard limit if that is lower (no CAP_SYS_RESOURCE). */
+static int
+spawn_limit(int resource, rlim_t cur, rlim_t max)
+{
+	struct rlimit rl;
+
+	if (getrlimit(resource, &rl) == 0 && rl.rlim_max != RLIM_INFINITY) {
+		if (max > rl.rlim_max)
+			max = rl.rlim_max;
+		if (cur > max)
+			cur = max;
+	}
+	rl.rlim_cur = cur;
+	rl.rlim_max = max;
+	return setrlimit(resource, &rl);
+}
+
 /* In the child: become the runner with nothing inherited, then exec. */
 static void __attribute__((noreturn))
 spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status, pid_t parent)
 {
-	struct rlimit rl;
 	struct sigaction sa;
 	sigset_t set;
 	gid_t groups[1];
@@ -193,24 +209,17 @@ spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status, p
 	}
 	spawn_closefrom(4);
 
-	rl.rlim_cur = rl.rlim_max = 0;
-	if (setrlimit(RLIMIT_CORE, &rl) != 0)
+	if (spawn_limit(RLIMIT_CORE, 0, 0) != 0)
 		spawn_child_fail(status, "setrlimit core");
-	rl.rlim_cur = (rlim_t)r->cpu_seconds;
-	rl.rlim_max = (rlim_t)r->cpu_seconds + 5;
-	if (setrlimit(RLIMIT_CPU, &rl) != 0)
+	if (spawn_limit(RLIMIT_CPU, (rlim_t)r->cpu_seconds, (rlim_t)r->cpu_seconds + 5) != 0)
 		spawn_child_fail(status, "setrlimit cpu");
-	rl.rlim_cur = rl.rlim_max = (rlim_t)8 << 30;		/* address space: 8 GiB */
-	if (setrlimit(RLIMIT_AS, &rl) != 0)
+	if (spawn_limit(RLIMIT_AS, (rlim_t)8 << 30, (rlim_t)8 << 30) != 0)	/* 8 GiB */
 		spawn_child_fail(status, "setrlimit as");
-	rl.rlim_cur = rl.rlim_max = (rlim_t)4 << 30;		/* file size: 4 GiB */
-	if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+	if (spawn_limit(RLIMIT_FSIZE, (rlim_t)4 << 30, (rlim_t)4 << 30) != 0)	/* 4 GiB */
 		spawn_child_fail(status, "setrlimit fsize");
-	rl.rlim_cur = rl.rlim_max = 1024;			/* open files */
-	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+	if (spawn_limit(RLIMIT_NOFILE, 1024, 1024) != 0)			/* open files */
 		spawn_child_fail(status, "setrlimit nofile");
-	rl.rlim_cur = rl.rlim_max = 8192;			/* processes of the runner uid */
-	if (setrlimit(RLIMIT_NPROC, &rl) != 0)
+	if (spawn_limit(RLIMIT_NPROC, 8192, 8192) != 0)	/* processes of the runner uid */
 		spawn_child_fail(status, "setrlimit nproc");
 
 	if (r->cwd_fd >= 0) {
@@ -273,14 +282,18 @@ spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 		xasprintf(cause, "pipe: %s", strerror(errno));
 		goto fail;
 	}
-	if ((pid = fork()) < 0) {
-		xasprintf(cause, "fork: %s", strerror(errno));
+	/*
+	 * vfork: the child shares our memory until it execs, so the cost does not grow
+	 * with the daemon's size and we are suspended only until the exec (which we
+	 * wait for anyway). The child only makes system calls on its own stack frames
+	 * and never returns from here (spawn_exec does not return).
+	 */
+	if ((pid = vfork()) < 0) {
+		xasprintf(cause, "vfork: %s", strerror(errno));
 		goto fail;
 	}
-	if (pid == 0) {
-		close(st[0]);
+	if (pid == 0)
 		spawn_exec(r, pin[0], pout[1], perr[1], st[1], parent);
-	}
 	close(st[1]);
 	st[1] = -1;
 	close(pin[0]);
