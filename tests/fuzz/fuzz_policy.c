@@ -499,10 +499,16 @@ fuzz_check_gh(const struct session *s, char *const *argv, size_t argc,
 	}
 	if (!strict)
 		return;
-	/* Positional selectors: an issue/pr URL names its own repository and host. */
-	if (strncmp(m.cmd->cmd, "issue ", 6) == 0 || strncmp(m.cmd->cmd, "pr ", 3) == 0) {
+	/*
+	 * Positional selectors: an issue/pr URL names its own repository and host (the
+	 * list and status commands take no argument: gh refuses one).
+	 */
+	if ((strncmp(m.cmd->cmd, "issue ", 6) == 0 || strncmp(m.cmd->cmd, "pr ", 3) == 0) &&
+	    strstr(m.cmd->cmd, " list") == NULL && strstr(m.cmd->cmd, " status") == NULL &&
+	    strcmp(m.cmd->cmd, "issue create") != 0 && strcmp(m.cmd->cmd, "pr create") != 0) {
 		for (i = 0; i < m.npos; i++) {
-			if (strstr(m.pos[i], "://") != NULL)
+			if (strncasecmp(m.pos[i], "https://", 8) == 0 ||
+			    strncasecmp(m.pos[i], "http://", 7) == 0)
 				abort();
 		}
 	}
