@@ -127,6 +127,7 @@ struct server {
 	struct event		*ev_sig[5];
 	struct event		*ev_sweep;
 	struct event		*ev_resume;
+	struct event		*ev_orphans;	/* deferred orphan scan */
 	struct conn_list	 conns;
 	int			 nconns;
 	int			 nrunning;
@@ -1314,11 +1315,18 @@ server_sigchld(evutil_socket_t sig, short what, void *arg)
 
 	(void)sig;
 	(void)what;
-	/* Only a request child's end can leave orphans behind: scan then, not for theirs. */
+	/*
+	 * Only a request child's end can leave orphans behind. The scan is deferred a
+	 * little and coalesced: it reads every process on hosts whose kernel has no
+	 * /proc/.../children, and must not sit on each request's path.
+	 */
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
 		any |= server_reaped(srv, pid, status);
-	if (any)
-		server_kill_orphans(srv);
+	if (any && !evtimer_pending(srv->ev_orphans, NULL)) {
+		struct timeval tv = { 0, 50000 };
+
+		evtimer_add(srv->ev_orphans, &tv);
+	}
 }
 
 /* Whether a child's output pipe still holds bytes the daemon has not read. */
@@ -1332,6 +1340,15 @@ conn_output_pending(const struct conn *c)
 	if (c->fd_err >= 0 && ioctl(c->fd_err, FIONREAD, &n) == 0 && n > 0)
 		return 1;
 	return 0;
+}
+
+/* The deferred orphan scan. */
+static void
+server_orphans(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	server_kill_orphans(arg);
 }
 
 /* Every second: orphans, and requests whose pipes an escaped process holds open. */
@@ -1749,6 +1766,7 @@ server_run(struct config *cfg, const char *config_path, char **cause)
 	srv.ev_sweep = event_new(srv.base, -1, EV_PERSIST, server_sweep, &srv);
 	evtimer_add(srv.ev_sweep, &sec);
 	srv.ev_resume = evtimer_new(srv.base, server_resume, &srv);
+	srv.ev_orphans = evtimer_new(srv.base, server_orphans, &srv);
 	log_info("listening (config version %s, %zu sessions, %zu tools)", cfg->version,
 	    cfg->nsessions, cfg->ntools);
 	platform_notify("READY=1");
@@ -1782,6 +1800,8 @@ out:
 		event_free(srv.ev_sweep);
 	if (srv.ev_resume != NULL)
 		event_free(srv.ev_resume);
+	if (srv.ev_orphans != NULL)
+		event_free(srv.ev_orphans);
 	if (srv.own_socket != NULL) {
 		unlink(srv.own_socket);
 		free(srv.own_socket);

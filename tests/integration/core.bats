@@ -424,7 +424,8 @@ now_ms() {
 	gc=${output#grandchild }
 	sb_wait_for 1 sb_no_runner
 	refute kill -0 "$gc" 2>/dev/null
-	grep -q "killed 1 escaped descendant process" "$SB_DIR/log/daemon.log"
+	# (It may die in the group kill, if the tool exits before its setsid runs, or in
+	# the orphan scan after; either way it is gone.)
 
 	# It keeps the output pipes open: the request still ends promptly.
 	t0=$(now_ms)
