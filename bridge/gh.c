@@ -297,12 +297,18 @@ gh_host_arg(const struct session *s, const char *thost, const char *a, char **wh
 	char host[256], repo[256];
 	size_t hn;
 
-	if (strpbrk(a, " \t\n") != NULL)
-		return 0;	/* text, not a locator */
-	if ((p = strstr(a, "://")) != NULL)
-		p += 3;
+	/*
+	 * A URL is a URL even with spaces after it (Go's parser accepts them in the
+	 * path), so only the HOST/OWNER/REPO guess below skips text with blanks.
+	 */
+	if ((p = strstr(a, "://")) != NULL && p > a && isalpha((unsigned char)a[0]) &&
+	    strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-") ==
+	    (size_t)(p - a))
+		p += 3;	/* scheme://... */
 	else if (strncasecmp(a, "git@", 4) == 0)
 		p = a + 4;
+	else if (strpbrk(a, " \t\n") != NULL)
+		return 0;	/* text, not a locator */
 	else {
 		slash = strchr(a, '/');
 		if (slash == NULL || memchr(a, '.', (size_t)(slash - a)) == NULL) {
@@ -376,16 +382,12 @@ gh_policy(const struct config *c, const struct session *s, const struct tool *t,
 			*rule = xstrdup("profile gh: hosts");
 			return -1;
 		}
-		if (strcmp(a, "--") == 0) {
-			/* gh still reads what follows as arguments: check them all. */
-			for (k = i + 1; k < argc; k++) {
-				if (gh_host_arg(s, thost, argv[k], why) != 0) {
-					*rule = xstrdup("profile gh: hosts");
-					return -1;
-				}
-			}
-			break;
-		}
+		/*
+		 * Every argument is checked, "--" included: gh (pflag) takes "--" as the
+		 * value of a flag before it and keeps parsing, and takes the word after a
+		 * value flag as its value whatever it looks like, so a check that skips
+		 * either can be walked around. Refusing a few odd values is the price.
+		 */
 		for (k = 0; k < sizeof denied / sizeof denied[0]; k++) {
 			if (gh_flag(a, denied[k].lng, NULL, &v) ||
 			    (denied[k].shrt != NULL && strcmp(a, denied[k].shrt) == 0)) {
@@ -394,14 +396,17 @@ gh_policy(const struct config *c, const struct session *s, const struct tool *t,
 				return -1;
 			}
 		}
-		/* Combined short flags (-we): refuse the forms that hide -w or -e. */
+		/*
+		 * Short flags must stand alone ("-L 10", not "-L10" or "-dw"): pflag reads
+		 * "-abc" as a cluster whose letters may hide -w, -e, -X or -R, and which
+		 * letters take values depends on the command. Only -R<OWNER/REPO> is
+		 * accepted stuck (validated below); negative numbers pass.
+		 */
 		if (a[0] == '-' && a[1] != '-' && a[1] != '\0' && a[2] != '\0' && a[1] != 'R' &&
-		    (nwords == 0 || strcmp(words[0], "api") != 0) &&
-		    (strchr(a + 1, 'w') != NULL || strchr(a + 1, 'e') != NULL) &&
-		    strspn(a + 1, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") == strlen(a + 1)) {
+		    strspn(a + 1, "0123456789") != strlen(a + 1)) {
 			*rule = xstrdup("profile gh: combined flags");
-			xasprintf(why, "combined short flags (%.20s) are refused; write flags "
-			    "separately", a);
+			xasprintf(why, "combined or stuck short flags (%.20s) are refused; write "
+			    "each flag and its value separately (-L 10, not -L10)", a);
 			return -1;
 		}
 		if (gh_flag(a, "--repo", "-R", &v)) {

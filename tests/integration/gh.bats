@@ -269,7 +269,7 @@ PYEOF
 	refused "relative paths only" api https://evil.example/user
 	refused "relative paths only" api //evil.example/user
 	refused "method POST is refused" api -X POST repos/octo/repo/issues
-	refused "method POST is refused" api -XPOST repos/octo/repo/issues
+	refused "stuck short flags (-XPOST) are refused" api -XPOST repos/octo/repo/issues
 	refused "method DELETE is refused" api --method=DELETE repos/octo/repo
 	refused "sends data" api graphql -f query=x
 	refused "sends data" api repos/octo/repo/issues -F title=x

@@ -260,6 +260,18 @@ test_gh_profile(void **state)
 	assert_true(GH("pr", "view", "https://ghe.example/octo/repo/pull/1"));
 	assert_true(GH("pr", "view", "feature/x"));
 	assert_true(GH("pr", "comment", "1", "--body", "see https://evil.example/x for details"));
+	/* pflag clusters and "--" as a flag value (found by fuzz_policy). */
+	assert_false(GH("api", "user/repos", "-iXPOST", "-ifname=x"));
+	assert_false(GH("api", "user", "-iHX: y"));
+	assert_false(GH("pr", "list", "-dRevil/other"));
+	assert_false(GH("issue", "view", "1", "-w=1"));
+	assert_false(GH("pr", "list", "-dw=true"));
+	assert_false(GH("issue", "create", "-e=1"));
+	assert_false(GH("issue", "list", "--search", "--", "-R", "evil/other"));
+	assert_false(GH("pr", "view", "1", "--json", "--", "--web"));
+	assert_false(GH("pr", "list", "-L10"));
+	assert_true(GH("pr", "list", "-L", "10"));
+	assert_true(GH("issue", "comment", "1", "--body", "-1"));
 	/* repo view: the repository argument is checked like -R. */
 	assert_false(GH("repo", "view", "someone/else"));
 	assert_true(GH("repo", "view", "octo/repo"));
