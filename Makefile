@@ -38,6 +38,10 @@ FUZZERS    := $(patsubst tests/fuzz/%.c,$(B)/fuzzers/%,$(FUZZ_SRC))
 BENCHES    := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
 .PHONY: all test unit integration fuzz fuzz-build bench demo install uninstall clean san valgrind check-scripts
+# Keep pattern-built objects: without this make deletes them as intermediates and
+# every fuzzer or bench link recompiles the tree.
+.SECONDARY:
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 all: $(PROGS)
 
 $(B)/o/%.o: %.c $(HDRS)
@@ -94,8 +98,11 @@ fuzz-build: $(FUZZERS)
 # ends with one summary line "N passed, N failed".
 test:
 	sh tests/deps.sh
-	$(MAKE) all san unit fuzz-build
+	$(MAKE) -j$(JOBS) all san unit fuzz-build
 	bash tests/run-all
+
+valgrind: all
+	bash tests/valgrind.sh
 
 FUZZ_SECONDS ?= 60
 fuzz: fuzz-build
