@@ -3,6 +3,7 @@
  * STATE_DIR/mirrors/SESSION/HOST/OWNER/NAME.git. They are caches: pruning one
  * costs a full fetch on next use, nothing else.
  */
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -277,11 +278,33 @@ mirrors_cmd(struct admin *a, int argc, char **argv)
 			    v[i].session);
 			continue;
 		}
-		if (spawn_rmtree(v[i].path) != 0) {
-			fprintf(stderr, "shimbridge: cannot remove all of %s: %s\n", v[i].path,
-			    strerror(errno));
-			rc = ADM_FAIL;
-			continue;
+		/* The same lock shimbridge-git takes: never remove a mirror in use. */
+		{
+			char *lpath;
+			int lfd, r;
+
+			struct stat mst;
+
+			xasprintf(&lpath, "%s.lock", v[i].path);
+			lfd = open(lpath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+			free(lpath);
+			/* A lock file we had to create must stay usable by the runner. */
+			if (lfd >= 0 && lstat(v[i].path, &mst) == 0)
+				(void)fchown(lfd, mst.st_uid, mst.st_gid);
+			if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+				printf("kept %s (in use by a git operation)\n", v[i].path);
+				if (lfd >= 0)
+					close(lfd);
+				continue;
+			}
+			r = spawn_rmtree(v[i].path);
+			close(lfd);
+			if (r != 0) {
+				fprintf(stderr, "shimbridge: cannot remove all of %s: %s\n",
+				    v[i].path, strerror(errno));
+				rc = ADM_FAIL;
+				continue;
+			}
 		}
 		removed++;
 		printf("removed %s (%s, last modified %s)\n", v[i].path, size, when);
