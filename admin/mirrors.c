@@ -289,8 +289,10 @@ mirrors_cmd(struct admin *a, int argc, char **argv)
 			lfd = open(lpath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 			free(lpath);
 			/* A lock file we had to create must stay usable by the runner. */
-			if (lfd >= 0 && lstat(v[i].path, &mst) == 0)
-				(void)fchown(lfd, mst.st_uid, mst.st_gid);
+			if (lfd >= 0 && lstat(v[i].path, &mst) == 0 &&
+			    fchown(lfd, mst.st_uid, mst.st_gid) != 0)
+				fprintf(stderr, "shimbridge: chown %s.lock: %s\n", v[i].path,
+				    strerror(errno));
 			if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) != 0) {
 				printf("kept %s (in use by a git operation)\n", v[i].path);
 				if (lfd >= 0)
