@@ -23,7 +23,7 @@ for f in "$SB_BUILD/shimbridged" "$SB_BUILD/shim"; do
 	[ -x "$f" ] || { echo "valgrind.sh: $f missing (make all)" >&2; exit 2; }
 done
 
-# shellcheck source=tests/integration/lib.bash
+# shellcheck source=tests/integration/lib.bash disable=SC1091
 . "$ROOT/tests/integration/lib.bash"
 # Our own runner: a starting daemon kills every process of its runner.
 SB_RUNNER=sbt-runner-vg
