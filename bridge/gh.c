@@ -515,25 +515,21 @@ void
 gh_env(const struct tool *t, const char *scratch, const struct policy_ctx *ctx,
     struct envbuild *e)
 {
+	static const struct { const char *var, *sub; } dirs[] = {
+		{ "GH_CONFIG_DIR", ".config/gh" }, { "XDG_CONFIG_HOME", ".config" },
+		{ "XDG_CACHE_HOME", ".cache" }, { "XDG_DATA_HOME", ".local/share" },
+		{ "XDG_STATE_HOME", ".local/state" },
+	};
 	const char *host = t->host != NULL ? t->host : "github.com";
+	size_t i;
 	char *p;
 
 	gh_set(e, "GH_HOST", host);
-	xasprintf(&p, "%s/.config/gh", scratch);
-	gh_set(e, "GH_CONFIG_DIR", p);
-	free(p);
-	xasprintf(&p, "%s/.config", scratch);
-	gh_set(e, "XDG_CONFIG_HOME", p);
-	free(p);
-	xasprintf(&p, "%s/.cache", scratch);
-	gh_set(e, "XDG_CACHE_HOME", p);
-	free(p);
-	xasprintf(&p, "%s/.local/share", scratch);
-	gh_set(e, "XDG_DATA_HOME", p);
-	free(p);
-	xasprintf(&p, "%s/.local/state", scratch);
-	gh_set(e, "XDG_STATE_HOME", p);
-	free(p);
+	for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		xasprintf(&p, "%s/%s", scratch, dirs[i].sub);
+		gh_set(e, dirs[i].var, p);
+		free(p);
+	}
 	gh_set(e, "GH_PROMPT_DISABLED", "1");
 	gh_set(e, "GH_NO_UPDATE_NOTIFIER", "1");
 	gh_set(e, "GH_NO_EXTENSION_UPDATE_NOTIFIER", "1");

@@ -14,20 +14,6 @@ setup_file() {
 	[ -x /usr/bin/gh ] || skip "gh is not installed"
 	command -v openssl >/dev/null || skip "openssl is not installed"
 	sb_users
-	# ASan runs (SB_BUILD=build/san): if build/san/shim is not a program, use the
-	# shared helper that links one, else the normal static shim (the daemon is what
-	# is under test here).
-	if [ -d "$SB_BUILD/shim" ]; then
-		if declare -F sb_build_resolve >/dev/null; then
-			sb_build_resolve
-		else
-			mkdir -p "$BATS_FILE_TMPDIR/build"
-			ln -sf "$SB_BUILD/shimbridged" "$BATS_FILE_TMPDIR/build/shimbridged"
-			cp "$SB_ROOT/build/shim" "$BATS_FILE_TMPDIR/build/shim"
-			SB_BUILD=$BATS_FILE_TMPDIR/build
-			export SB_BUILD
-		fi
-	fi
 	sb_tree
 	# Root-only scratch for what the tests capture ($SB_DIR itself is 0755).
 	T=$SB_DIR/t
