@@ -1072,13 +1072,11 @@ config_load_secrets(struct config *c)
 	config_build_redactor(c);
 }
 
-/* Refresh a command source; on a new value, rebuild the audit redactor. */
+/* A secret's value changed (a command source refreshed): rebuild the audit redactor. */
 void
-config_refresh_secret(struct config *c, struct secret_src *s)
+config_secrets_changed(struct config *c)
 {
-	secret_load(s, c);
-	if (s->value != NULL)
-		config_build_redactor(c);
+	config_build_redactor(c);
 }
 
 /* Load, validate and (unless no_secrets) fill in secret values. */

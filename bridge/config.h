@@ -135,8 +135,8 @@ struct config	*config_load(const char *path, int no_secrets, char **cause);
 struct config	*config_ref(struct config *);
 void		 config_unref(struct config *);
 
-/* Run a stale command secret again and keep the audit redactor current. */
-void			 config_refresh_secret(struct config *, struct secret_src *);
+/* A secret's value changed (a command source refreshed): keep the audit redactor current. */
+void			 config_secrets_changed(struct config *);
 const struct session	*config_session_by_uid(const struct config *, uid_t);
 const struct session	*config_session_by_name(const struct config *, const char *);
 const struct tool	*config_tool(const struct config *, const char *);

@@ -193,9 +193,8 @@ gitop_prepare(const struct config *c, const struct session *s, json_t *req, stru
 	}
 	free(repo);
 	g->secret = secret_resolve(c, s, gh->secret);
-	if (g->secret != NULL && secret_stale(g->secret))
-		config_refresh_secret((struct config *)c, g->secret);	/* past its ttl */
-	if (g->secret == NULL || g->secret->value == NULL) {
+	/* Command sources are refreshed in the background, never on a request's path. */
+	if (g->secret == NULL || !secret_usable(g->secret)) {
 		g->code = ERR_UNAVAILABLE;
 		xasprintf(cause, "secret %s unavailable", gh->secret);
 		xasprintf(msg, "git cannot reach %s right now: the bridge could not load its "

@@ -231,25 +231,17 @@ out:
 	return rc;
 }
 
-/* Run an admin-configured command as the runner and take its stdout as the value. */
-static void
-secret_run(struct secret_src *s, const struct config *c)
+/* Start a command source's program as the runner, with an empty environment. */
+int
+secret_command_spawn(const struct secret_src *s, const struct config *c, struct child *ch,
+    char **cause)
 {
-	char *envp[] = { "PATH=/usr/bin:/bin", "HOME=/", "LANG=C.UTF-8", NULL };
+	static char *envp[] = { "PATH=/usr/bin:/bin", "HOME=/", "LANG=C.UTF-8", NULL };
 	struct spawn_req r;
-	struct child ch;
-	struct pollfd pfd;
-	unsigned char *buf = NULL;
-	size_t off = 0;
-	char *cause = NULL, err[256];
-	size_t elen = 0;
-	struct timespec start, now;
-	int status = 0, done = 0, reaped = 0;
-	ssize_t n;
 
 	if (c == NULL) {
-		secret_fail(s, "no runner to run the command as");
-		return;
+		*cause = xstrdup("no runner to run the command as");
+		return -1;
 	}
 	memset(&r, 0, sizeof r);
 	r.path = s->argv[0];
@@ -260,14 +252,74 @@ secret_run(struct secret_src *s, const struct config *c)
 	r.cwd_fd = -1;
 	r.cwd = "/";
 	r.cpu_seconds = s->timeout;
-	if (spawn_child(&r, &ch, &cause) != 0) {
+	if (spawn_child(&r, ch, cause) != 0)
+		return -1;
+	close(ch->in);
+	ch->in = -1;
+	return 0;
+}
+
+/*
+ * A command run ended: status 0 makes its output the new value; otherwise the
+ * failure is recorded and the source backs off for min(ttl, 30 s). A value that
+ * is still within its ttl is kept on failure: an expiring token beats none.
+ */
+void
+secret_command_done(struct secret_src *s, const unsigned char *buf, size_t len, int status,
+    const char *why)
+{
+	time_t now = time(NULL);
+	unsigned char *old = s->value;
+	time_t old_at = s->loaded_at;
+	size_t old_len = s->len;
+
+	free(s->error);
+	s->error = NULL;
+	if (why == NULL && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		s->value = NULL;
+		if (secret_set(s, buf, len) == 0) {
+			if (old != NULL)
+				sodium_free(old);
+			s->retry_at = 0;
+			return;
+		}
+		s->value = old;	/* secret_set recorded why */
+		s->len = old_len;
+		s->loaded_at = old_at;
+	} else if (why != NULL)
+		secret_fail(s, "%s %s", s->argv[0], why);
+	else
+		secret_fail(s, "%s failed (status %d)", s->argv[0], WIFEXITED(status) ?
+		    WEXITSTATUS(status) : 128 + WTERMSIG(status));
+	s->retry_at = now + (s->ttl < 30 ? s->ttl : 30);
+	if (s->value != NULL && now - s->loaded_at >= s->ttl) {
+		sodium_free(s->value);
+		s->value = NULL;
+		s->len = 0;
+	}
+}
+
+/* Run a command source to completion (config loading, admin-driven): bounded by its timeout. */
+static void
+secret_run(struct secret_src *s, const struct config *c)
+{
+	struct child ch;
+	struct pollfd pfd;
+	unsigned char *buf = NULL;
+	size_t off = 0, elen = 0;
+	char *cause = NULL, err[256], *why = NULL;
+	struct timespec start, now;
+	int status = 0, done = 0;
+	ssize_t n;
+
+	err[0] = '\0';
+	if (secret_command_spawn(s, c, &ch, &cause) != 0) {
 		secret_fail(s, "%s", cause);
 		free(cause);
 		return;
 	}
-	close(ch.in);
 	if ((buf = sodium_malloc(SECRET_MAX_BYTES + 1)) == NULL) {
-		secret_fail(s, "cannot allocate guarded memory");
+		why = xstrdup("could not get guarded memory");
 		kill(-ch.pid, SIGKILL);
 		goto reap;
 	}
@@ -280,7 +332,7 @@ secret_run(struct secret_src *s, const struct config *c)
 		    (now.tv_nsec - start.tv_nsec) / 1000000);
 		if (left <= 0) {
 			kill(-ch.pid, SIGKILL);
-			secret_fail(s, "%s did not finish within %d seconds", s->argv[0], s->timeout);
+			xasprintf(&why, "did not finish within %d seconds", s->timeout);
 			goto reap;
 		}
 		pfd.fd = ch.out;
@@ -296,7 +348,7 @@ secret_run(struct secret_src *s, const struct config *c)
 			done = 1;
 		else if ((off += (size_t)n) == SECRET_MAX_BYTES) {
 			kill(-ch.pid, SIGKILL);
-			secret_fail(s, "%s printed more than %d bytes", s->argv[0], SECRET_MAX_BYTES);
+			xasprintf(&why, "printed more than %d bytes", SECRET_MAX_BYTES);
 			goto reap;
 		}
 	}
@@ -305,25 +357,21 @@ secret_run(struct secret_src *s, const struct config *c)
 		elen += (size_t)n;
 	err[elen] = '\0';
 reap:
-	while (!reaped) {
-		if (waitpid(ch.pid, &status, 0) == ch.pid || errno != EINTR)
-			reaped = 1;
-	}
+	while (waitpid(ch.pid, &status, 0) < 0 && errno == EINTR)
+		;
 	kill(-ch.pid, SIGKILL);
 	close(ch.out);
 	close(ch.err);
-	if (s->error == NULL) {
-		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-			char *nl = strchr(err, '\n');
+	if (why == NULL && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+		char *nl = strchr(err, '\n');
 
-			if (nl != NULL)
-				*nl = '\0';
-			secret_fail(s, "%s failed (status %d)%s%.200s", s->argv[0],
-			    WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
-			    err[0] ? ": " : "", err);
-		} else
-			secret_set(s, buf, off);
+		if (nl != NULL)
+			*nl = '\0';
+		xasprintf(&why, "failed (status %d)%s%.200s", WIFEXITED(status) ?
+		    WEXITSTATUS(status) : 128 + WTERMSIG(status), err[0] ? ": " : "", err);
 	}
+	secret_command_done(s, buf, off, status, why);
+	free(why);
 	if (buf != NULL)
 		sodium_free(buf);
 }
@@ -388,23 +436,31 @@ secret_load(struct secret_src *s, const struct config *c)
 		break;
 	case SECRET_COMMAND:
 		secret_run(s, c);
-		if (s->value == NULL)
-			s->retry_at = time(NULL) + (s->ttl < 30 ? s->ttl : 30);
 		break;
 	}
 }
 
-/* Whether a command source's value has outlived its ttl. */
+/* Whether a command source should run again in the background (see secret.h). */
 int
-secret_stale(const struct secret_src *s)
+secret_due(const struct secret_src *s)
 {
 	time_t now = time(NULL);
 
-	if (s->type != SECRET_COMMAND)
+	if (s->type != SECRET_COMMAND || s->refreshing)
 		return 0;
+	if (now < s->retry_at)
+		return 0;
+	/* Refresh ahead of expiry (by a fifth, at least 1 s), so requests never wait. */
+	return s->value == NULL || now - s->loaded_at >= s->ttl - (s->ttl >= 10 ? s->ttl / 5 : 1);
+}
+
+/* Whether the value may be used now: loaded, and for commands not past its ttl. */
+int
+secret_usable(const struct secret_src *s)
+{
 	if (s->value == NULL)
-		return now >= s->retry_at;
-	return now - s->loaded_at >= s->ttl;
+		return 0;
+	return s->type != SECRET_COMMAND || time(NULL) - s->loaded_at < s->ttl;
 }
 
 /* Release everything, wiping the value. */

@@ -32,6 +32,7 @@ struct secret_src {
 	char		 *error;	/* why value is NULL */
 	time_t		  loaded_at;
 	time_t		  retry_at;	/* after a failed command: no new run before this */
+	int		  refreshing;	/* a background run is under way */
 };
 
 struct config;
@@ -42,11 +43,21 @@ int	secret_parse(json_t *, const char *name, const char *where, struct secret_sr
 /* Load (or reload) the value of a source; failures are kept in src->error. */
 void	secret_load(struct secret_src *, const struct config *);
 /*
- * Whether a command source should run again: its value is past its ttl, or it
- * failed and its back-off (min(ttl, 30 s)) has passed. A command runs while the
- * bridge waits, so the back-off bounds how often a failing one can stall it.
+ * Whether a command source should be run again in the background: a fifth of its
+ * ttl (at least 1 s) before it expires, so requests find a fresh value and never
+ * wait for a command; or failed and past its back-off of min(ttl, 30 s). Never while
+ * a run is under way.
  */
-int	secret_stale(const struct secret_src *);
+int	secret_due(const struct secret_src *);
+/* Whether the value may be used now: loaded and, for command sources, within its ttl. */
+int	secret_usable(const struct secret_src *);
+struct child;
+/* Start a command source's program as the runner (stdin closed); see secret_command_done. */
+int	secret_command_spawn(const struct secret_src *, const struct config *, struct child *,
+	    char **cause);
+/* Take a finished run's output (status 0) as the value, or record why it failed (why). */
+void	secret_command_done(struct secret_src *, const unsigned char *buf, size_t len,
+	    int status, const char *why);
 /* Release the value and everything else. */
 void	secret_clear(struct secret_src *);
 /* The source that applies to a session: its override, else the host's. NULL if none. */

@@ -114,6 +114,25 @@ struct conn {
 
 TAILQ_HEAD(conn_list, conn);
 
+/* A background run of a command secret source (see server_secrets). */
+struct secret_job {
+	TAILQ_ENTRY(secret_job)	 entry;
+	struct server		*srv;
+	struct config		*cfg;		/* reference: the source lives in it */
+	struct secret_src	*src;
+	pid_t			 pid;
+	int			 reaped;
+	int			 status;
+	int			 fd_out, fd_err;
+	struct event		*ev_out;
+	unsigned char		*buf;		/* guarded memory */
+	size_t			 len;
+	char			*why;		/* set when the bridge stopped it */
+	time_t			 started;
+};
+
+TAILQ_HEAD(secret_job_list, secret_job);
+
 /* The daemon. */
 struct server {
 	struct event_base	*base;
@@ -129,6 +148,7 @@ struct server {
 	struct event		*ev_resume;
 	struct event		*ev_orphans;	/* deferred orphan scan */
 	struct conn_list	 conns;
+	struct secret_job_list	 jobs;
 	int			 nconns;
 	int			 nrunning;
 	uint64_t		 next_id;
@@ -521,15 +541,17 @@ conn_env(struct conn *c, const struct tool *t, json_t *env, char **cause)
 	for (i = 0; i < t->nsecrets; i++) {
 		struct secret_src *s = secret_resolve(cfg, c->session, t->secrets[i].secret);
 
-		if (s != NULL && secret_stale(s)) {
-			config_refresh_secret(c->cfg, s);	/* command sources past their ttl */
-			if (s->error != NULL)
-				log_warnx("%s", s->error);
-		}
-		if (s == NULL || s->value == NULL) {
-			xasprintf(cause, "%s cannot run right now: the bridge could not load its "
-			    "credential (secret %s). Nothing was run. Ask the operator to run "
-			    "`shimbridge check`.", t->name, t->secrets[i].secret);
+		/* Command sources are refreshed in the background (server_secrets). */
+		if (s == NULL || !secret_usable(s)) {
+			if (s != NULL && s->type == SECRET_COMMAND && s->refreshing)
+				xasprintf(cause, "%s cannot run right now: the bridge is renewing "
+				    "its credential (secret %s). Nothing was run; try again in a few "
+				    "seconds.", t->name, t->secrets[i].secret);
+			else
+				xasprintf(cause, "%s cannot run right now: the bridge could not "
+				    "load its credential (secret %s). Nothing was run. Ask the "
+				    "operator to run `shimbridge check`.", t->name,
+				    t->secrets[i].secret);
 			envbuild_free(e);
 			return NULL;
 		}
@@ -1263,12 +1285,141 @@ conn_check_done(struct conn *c)
 		conn_schedule_free(c);
 }
 
+#define SECRET_JOB_MAX	(64 * 1024)
+
+/* Finish a secret job once its program is reaped and its output read. */
+static void
+secret_job_check(struct secret_job *j)
+{
+	struct server *srv = j->srv;
+	char err[256], *why = j->why;
+	ssize_t n;
+
+	if (!j->reaped || j->fd_out >= 0)
+		return;
+	err[0] = '\0';
+	if (why == NULL && (!WIFEXITED(j->status) || WEXITSTATUS(j->status) != 0)) {
+		n = read(j->fd_err, err, sizeof err - 1);
+		err[n > 0 ? n : 0] = '\0';
+		err[strcspn(err, "\n")] = '\0';
+		xasprintf(&why, "failed (status %d)%s%.200s", WIFEXITED(j->status) ?
+		    WEXITSTATUS(j->status) : 128 + WTERMSIG(j->status), err[0] ? ": " : "", err);
+	}
+	secret_command_done(j->src, j->buf, j->len, j->status, why);
+	j->src->refreshing = 0;
+	log_debug("secret %s: renewal done (%s)", j->src->name, j->src->error != NULL ?
+	    j->src->error : "ok");
+	if (j->src->error != NULL)
+		log_warnx("%s", j->src->error);
+	else
+		config_secrets_changed(j->cfg);
+	TAILQ_REMOVE(&srv->jobs, j, entry);
+	event_free(j->ev_out);
+	close(j->fd_err);
+	sodium_free(j->buf);
+	config_unref(j->cfg);
+	free(why);
+	free(j);
+}
+
+/* A secret job's program wrote or closed its stdout. */
+static void
+secret_job_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct secret_job *j = arg;
+	ssize_t n;
+
+	(void)what;
+	n = read(fd, j->buf + j->len, SECRET_JOB_MAX - j->len);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n > 0 && (j->len += (size_t)n) < SECRET_JOB_MAX)
+		return;
+	if (n > 0) {
+		j->why = xstrdup("printed too much (64 KiB at most)");
+		kill(-j->pid, SIGKILL);
+	}
+	event_del(j->ev_out);
+	close(j->fd_out);
+	j->fd_out = -1;
+	secret_job_check(j);
+}
+
+/* Start a background run of a command source. */
+static void
+secret_job_start(struct server *srv, struct config *cfg, struct secret_src *src)
+{
+	struct secret_job *j;
+	struct child ch;
+	char *cause = NULL;
+
+	if (secret_command_spawn(src, cfg, &ch, &cause) != 0) {
+		secret_command_done(src, NULL, 0, 0, cause);
+		log_warnx("%s", src->error != NULL ? src->error : cause);
+		free(cause);
+		return;
+	}
+	j = xcalloc(1, sizeof *j);
+	j->srv = srv;
+	j->cfg = config_ref(cfg);
+	j->src = src;
+	j->pid = ch.pid;
+	j->fd_out = ch.out;
+	j->fd_err = ch.err;
+	j->started = time(NULL);
+	if ((j->buf = sodium_malloc(SECRET_JOB_MAX)) == NULL ||
+	    (j->ev_out = event_new(srv->base, j->fd_out, EV_READ | EV_PERSIST,
+	    secret_job_read, j)) == NULL)
+		fatalx("out of memory starting a secret refresh");
+	event_add(j->ev_out, NULL);
+	src->refreshing = 1;
+	log_debug("secret %s: renewing in the background (pid %ld)", src->name, (long)j->pid);
+	TAILQ_INSERT_TAIL(&srv->jobs, j, entry);
+}
+
+/* Start due refreshes of command sources; stop runs past their timeout. */
+static void
+server_secrets(struct server *srv)
+{
+	struct config *cfg = srv->cfg;
+	struct secret_job *j;
+	time_t now = time(NULL);
+	size_t i, k;
+
+	TAILQ_FOREACH(j, &srv->jobs, entry) {
+		if (!j->reaped && j->why == NULL && now - j->started > j->src->timeout) {
+			xasprintf(&j->why, "did not finish within %d seconds", j->src->timeout);
+			kill(-j->pid, SIGKILL);
+		}
+	}
+	for (i = 0; i < cfg->nsecrets; i++) {
+		if (secret_due(&cfg->secrets[i]))
+			secret_job_start(srv, cfg, &cfg->secrets[i]);
+	}
+	for (i = 0; i < cfg->nsessions; i++) {
+		for (k = 0; k < cfg->sessions[i].nsecrets; k++) {
+			if (secret_due(&cfg->sessions[i].secrets[k]))
+				secret_job_start(srv, cfg, &cfg->sessions[i].secrets[k]);
+		}
+	}
+}
+
 /* A child of ours ended: find its connection. Returns 1 if it was a request's child. */
 static int
 server_reaped(struct server *srv, pid_t pid, int status)
 {
+	struct secret_job *j;
 	struct conn *c;
 
+	TAILQ_FOREACH(j, &srv->jobs, entry) {
+		if (j->pid != pid || j->reaped)
+			continue;
+		j->reaped = 1;
+		j->status = status;
+		(void)kill(-pid, SIGKILL);
+		secret_job_check(j);
+		return 1;
+	}
 	TAILQ_FOREACH(c, &srv->conns, entry) {
 		if (c->child != pid || c->reaped)
 			continue;
@@ -1296,9 +1447,15 @@ server_kill_orphans(struct server *srv)
 	size_t n = 0;
 	int killed;
 
+	struct secret_job *j;
+
 	TAILQ_FOREACH(c, &srv->conns, entry) {
 		if (c->child > 0 && !c->reaped && n < sizeof keep / sizeof keep[0])
 			keep[n++] = c->child;
+	}
+	TAILQ_FOREACH(j, &srv->jobs, entry) {
+		if (!j->reaped && n < sizeof keep / sizeof keep[0])
+			keep[n++] = j->pid;
 	}
 	killed = platform_kill_orphans(keep, n);
 	if (killed > 0)
@@ -1383,6 +1540,7 @@ server_sweep(evutil_socket_t fd, short what, void *arg)
 	}
 	if (waiting)
 		server_kill_orphans(srv);
+	server_secrets(srv);
 }
 
 /* Refuse a connection before a conn exists: audit it, best-effort error frame, close. */
@@ -1707,6 +1865,7 @@ server_run(struct config *cfg, const char *config_path, char **cause)
 
 	memset(&srv, 0, sizeof srv);
 	TAILQ_INIT(&srv.conns);
+	TAILQ_INIT(&srv.jobs);
 	srv.cfg = cfg;
 	srv.config_path = config_path;
 	srv.started = time(NULL);
@@ -1789,6 +1948,25 @@ out:
 		if (c->state != CONN_DEAD)
 			conn_set_state(c, CONN_DEAD);
 		conn_free_cb(-1, 0, c);
+	}
+	{
+		struct secret_job *j;
+
+		while ((j = TAILQ_FIRST(&srv.jobs)) != NULL) {
+			kill(-j->pid, SIGKILL);
+			if (!j->reaped) {
+				while (waitpid(j->pid, &j->status, 0) < 0 && errno == EINTR)
+					;
+				j->reaped = 1;
+			}
+			if (j->fd_out >= 0) {
+				event_del(j->ev_out);
+				close(j->fd_out);
+				j->fd_out = -1;
+			}
+			j->why = xstrdup("stopped: the bridge is stopping");
+			secret_job_check(j);
+		}
 	}
 	for (i = 0; i < srv.nlev; i++)
 		evconnlistener_free(srv.lev[i]);
