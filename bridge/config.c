@@ -1008,6 +1008,20 @@ config_open_store(struct config *c)
 	free(kpath);
 }
 
+/* Add a source's value (and the one a renewal replaced) to a redactor list. */
+static void
+config_redact_add(struct redact_secret *rs, size_t *n, const struct secret_src *s)
+{
+	if (s->value != NULL) {
+		rs[*n].value = s->value;
+		rs[(*n)++].len = s->len;
+	}
+	if (s->prev != NULL) {
+		rs[*n].value = s->prev;
+		rs[(*n)++].len = s->prev_len;
+	}
+}
+
 /* One redactor over every loaded value, for audit lines and error messages. */
 static void
 config_build_redactor(struct config *c)
@@ -1017,20 +1031,12 @@ config_build_redactor(struct config *c)
 
 	for (i = 0; i < c->nsessions; i++)
 		cap += c->sessions[i].nsecrets;
-	rs = xcalloc(cap + 1, sizeof *rs);
-	for (i = 0; i < c->nsecrets; i++) {
-		if (c->secrets[i].value != NULL) {
-			rs[n].value = c->secrets[i].value;
-			rs[n++].len = c->secrets[i].len;
-		}
-	}
+	rs = xcalloc(2 * cap + 1, sizeof *rs);
+	for (i = 0; i < c->nsecrets; i++)
+		config_redact_add(rs, &n, &c->secrets[i]);
 	for (i = 0; i < c->nsessions; i++) {
-		for (j = 0; j < c->sessions[i].nsecrets; j++) {
-			if (c->sessions[i].secrets[j].value == NULL)
-				continue;
-			rs[n].value = c->sessions[i].secrets[j].value;
-			rs[n++].len = c->sessions[i].secrets[j].len;
-		}
+		for (j = 0; j < c->sessions[i].nsecrets; j++)
+			config_redact_add(rs, &n, &c->sessions[i].secrets[j]);
 	}
 	redact_free(c->redact);
 	c->redact = redact_new(rs, n);

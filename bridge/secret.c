@@ -278,8 +278,14 @@ secret_command_done(struct secret_src *s, const unsigned char *buf, size_t len, 
 	if (why == NULL && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 		s->value = NULL;
 		if (secret_set(s, buf, len) == 0) {
-			if (old != NULL)
-				sodium_free(old);
+			/*
+			 * The replaced value may still be valid upstream, and requests started
+			 * with it may still be running: keep masking it in audit lines.
+			 */
+			if (s->prev != NULL)
+				sodium_free(s->prev);
+			s->prev = old;
+			s->prev_len = old_len;
 			s->retry_at = 0;
 			return;
 		}
@@ -471,6 +477,8 @@ secret_clear(struct secret_src *s)
 
 	if (s->value != NULL)
 		sodium_free(s->value);
+	if (s->prev != NULL)
+		sodium_free(s->prev);
 	for (i = 0; i < s->nargv; i++)
 		free(s->argv[i]);
 	free(s->argv);

@@ -33,6 +33,8 @@ struct secret_src {
 	time_t		  loaded_at;
 	time_t		  retry_at;	/* after a failed command: no new run before this */
 	int		  refreshing;	/* a background run is under way */
+	unsigned char	 *prev;		/* the value a renewal replaced (still redacted) */
+	size_t		  prev_len;
 };
 
 struct config;
