@@ -50,38 +50,49 @@ jw_sep(struct jbuf *jb)
 	jb->need_comma = 1;
 }
 
+/* Open a container with its bracket. */
+static void
+jw_open(struct jbuf *jb, const char *bracket)
+{
+	jw_sep(jb);
+	jw_raw(jb, bracket, 1);
+	jb->need_comma = 0;
+}
+
+/* Close a container with its bracket. */
+static void
+jw_close(struct jbuf *jb, const char *bracket)
+{
+	jw_raw(jb, bracket, 1);
+	jb->need_comma = 1;
+}
+
 /* Open an object. */
 void
 jw_obj_open(struct jbuf *jb)
 {
-	jw_sep(jb);
-	jw_raw(jb, "{", 1);
-	jb->need_comma = 0;
+	jw_open(jb, "{");
 }
 
 /* Close an object. */
 void
 jw_obj_close(struct jbuf *jb)
 {
-	jw_raw(jb, "}", 1);
-	jb->need_comma = 1;
+	jw_close(jb, "}");
 }
 
 /* Open an array. */
 void
 jw_arr_open(struct jbuf *jb)
 {
-	jw_sep(jb);
-	jw_raw(jb, "[", 1);
-	jb->need_comma = 0;
+	jw_open(jb, "[");
 }
 
 /* Close an array. */
 void
 jw_arr_close(struct jbuf *jb)
 {
-	jw_raw(jb, "]", 1);
-	jb->need_comma = 1;
+	jw_close(jb, "]");
 }
 
 /* Write an escaped string body without separators. */

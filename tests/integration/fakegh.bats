@@ -2,6 +2,8 @@
 # Proves the fake GitHub Enterprise server (tests/fixtures/fakegh.py) works with the
 # real gh CLI directly: no shimbridge involved. One server serves the whole file.
 
+load lib	# sb_fakegh_kill; nothing of the bridge is used here
+
 FIXTURES="$BATS_TEST_DIRNAME/../fixtures"
 REPO=octo-org/widgets
 
@@ -37,16 +39,7 @@ setup_file() {
 
 teardown_file() {
 	[ -n "${FAKEGH_DIR:-}" ] || return 0
-	if [ -s "$FAKEGH_DIR/pid" ]; then
-		local pid _
-		pid=$(cat "$FAKEGH_DIR/pid")
-		kill -TERM "$pid" 2>/dev/null || true
-		for _ in $(seq 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
+	sb_fakegh_kill "$FAKEGH_DIR"
 	rm -rf "$FAKEGH_DIR"
 }
 
