@@ -1525,11 +1525,12 @@ server_sweep(evutil_socket_t fd, short what, void *arg)
 			continue;
 		waiting = 1;
 		/*
-		 * Unread output means we are behind (a slow peer paused the relay, or a
-		 * busy loop), not that an escaped process holds the pipes: closing them
-		 * now would drop the tail of a finished child's output.
+		 * Unread output, or a relay paused for a slow peer (its EOF is simply not
+		 * read yet), means we are behind, not that an escaped process holds the
+		 * pipes: closing them now could drop the tail of a finished child's output.
 		 */
-		if (now - c->reaped_at > c->cfg->kill_grace + 2 && !conn_output_pending(c)) {
+		if (now - c->reaped_at > c->cfg->kill_grace + 2 && !c->out_paused &&
+		    !conn_output_pending(c)) {
 			/* Someone outside our reach holds the pipes: stop waiting. */
 			log_warnx("conn %llu: output pipes still open after the child exited; "
 			    "closing them", (unsigned long long)c->id);
