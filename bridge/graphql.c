@@ -724,21 +724,48 @@ graphql_directives(struct graphql_parser *p, int isconst, struct graphql_directi
 	return p->err == NULL ? 0 : -1;
 }
 
-/* Parse a type reference (Name, [Type], Type!); only its syntax matters here. */
+/* Append text to a type being built in buf[0..cap); -1 when it does not fit. */
 static int
-graphql_type(struct graphql_parser *p)
+graphql_type_add(struct graphql_parser *p, char *buf, size_t *o, size_t cap, const char *s,
+    size_t n)
+{
+	if (cap - *o <= n) {
+		graphql_error(p, "a variable type in the GraphQL document is too long");
+		return -1;
+	}
+	memcpy(buf + *o, s, n);
+	*o += n;
+	buf[*o] = '\0';
+	return 0;
+}
+
+/* Parse a type reference (Name, [Type], Type!) into buf as written, without blanks. */
+static int
+graphql_type(struct graphql_parser *p, char *buf, size_t *o, size_t cap)
 {
 	if (graphql_is(p, '[')) {
-		if (graphql_enter(p) != 0)
+		if (graphql_enter(p) != 0 || graphql_type_add(p, buf, o, cap, "[", 1) != 0)
 			return -1;
 		graphql_next(p);
-		if (graphql_type(p) != 0 || graphql_expect(p, ']') != 0)
+		if (graphql_type(p, buf, o, cap) != 0 || graphql_expect(p, ']') != 0 ||
+		    graphql_type_add(p, buf, o, cap, "]", 1) != 0)
 			return -1;
 		p->depth--;
-	} else if (graphql_name(p) == NULL)
-		return -1;
-	if (graphql_is(p, '!'))
+	} else {
+		if (p->tok != TOK_NAME) {
+			graphql_error(p, "expected a type at offset %zu of the GraphQL document",
+			    (size_t)(p->start - p->src));
+			return -1;
+		}
+		if (graphql_type_add(p, buf, o, cap, p->start, p->tlen) != 0)
+			return -1;
 		graphql_next(p);
+	}
+	if (graphql_is(p, '!')) {
+		if (graphql_type_add(p, buf, o, cap, "!", 1) != 0)
+			return -1;
+		graphql_next(p);
+	}
 	return p->err == NULL ? 0 : -1;
 }
 
@@ -827,11 +854,15 @@ graphql_vardefs(struct graphql_parser *p, struct graphql_vardef **out)
 	}
 	while (p->err == NULL && !graphql_is(p, ')')) {
 		struct graphql_directive *dirs;
+		char type[256];
+		size_t tlen = 0;
 
+		type[0] = '\0';
 		if (graphql_expect(p, '$') != 0 || (v = graphql_new(p, sizeof *v)) == NULL)
 			return -1;
 		if ((v->name = graphql_name(p)) == NULL || graphql_expect(p, ':') != 0 ||
-		    graphql_type(p) != 0)
+		    graphql_type(p, type, &tlen, sizeof type) != 0 ||
+		    (v->type = graphql_strndup(p, type, tlen)) == NULL)
 			return -1;
 		if (graphql_is(p, '=')) {
 			graphql_next(p);

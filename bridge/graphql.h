@@ -76,6 +76,7 @@ struct graphql_sel {
 
 struct graphql_vardef {
 	const char		*name;
+	const char		*type;		/* as written, without blanks: "[String!]!" */
 	struct graphql_value	*defval;	/* default value, or NULL */
 	struct graphql_vardef	*next;
 };
