@@ -1,10 +1,52 @@
-/* The daemon's event loop: listeners, peers, children, signals. */
+/*
+ * The daemon's event loop: listeners, signals, the SIGCHLD reaper, the sweep,
+ * reload. struct server is shared with conn.c and the op handlers (counters,
+ * directories, the list of peers); only server.c changes its lists.
+ */
 #ifndef SHIMBRIDGE_SERVER_H
 #define SHIMBRIDGE_SERVER_H
 
+#include <sys/queue.h>
+
+#include <stdint.h>
+#include <time.h>
+
 struct config;
+struct conn;
+struct event;
+struct event_base;
+struct evconnlistener;
+struct session;
+
+#define SERVER_MAX_LISTENERS	16
+
+TAILQ_HEAD(conn_list, conn);
+
+/* The daemon. */
+struct server {
+	struct event_base	*base;
+	struct config		*cfg;		/* the running config (swapped on reload) */
+	const char		*config_path;
+	struct evconnlistener	*lev[SERVER_MAX_LISTENERS];
+	int			 nlev;
+	char			*own_socket;	/* unlinked at exit when we bound it */
+	char			*scratch_dir;	/* state_dir/run: per-call private dirs */
+	char			*mirror_dir;	/* state_dir/mirrors */
+	struct event		*ev_sig[4];
+	struct event		*ev_sweep;
+	struct event		*ev_resume;
+	struct event		*ev_orphans;	/* deferred orphan scan */
+	struct conn_list	 conns;
+	int			 nconns;
+	int			 nrunning;
+	uint64_t		 next_id;
+	time_t			 started;
+	uint64_t		 n_accepted, n_refused, n_allowed, n_denied, n_completed, n_errors;
+};
 
 /* Set up listeners (own socket or service-manager fds) and run until SIGTERM/SIGINT. */
 int	server_run(struct config *, const char *config_path, char **cause);
+/* Requests of a session in flight (its conns in CONN_RUNNING). */
+int	server_session_running(const struct server *, const struct session *);
 
 #endif

@@ -1,0 +1,838 @@
+/*
+ * One peer (see conn.h): frames in, the state machine, the relay between the
+ * peer and its job, redaction of what the child prints, frames out.
+ */
+#include <sys/queue.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "audit.h"
+#include "config.h"
+#include "conn.h"
+#include "job.h"
+#include "log.h"
+#include "ops.h"
+#include "proto.h"
+#include "redact.h"
+#include "secret.h"
+#include "server.h"
+#include "spawn.h"
+#include "util.h"
+
+#define PEER_IN_HIGH	(FRAME_HDR + FRAME_CTRL_MAX + 4096)	/* peer input cap */
+#define PEER_OUT_HIGH	(256 * 1024)	/* stop reading the child above this */
+#define PEER_OUT_LOW	(64 * 1024)	/* resume below this */
+#define STDIN_HIGH	(256 * 1024)	/* stop reading the peer above this */
+#define CLOSE_TIMEOUT	10		/* seconds to deliver the final frame */
+
+static void	conn_read_frames(struct conn *);
+static void	conn_check_done(struct conn *);
+
+/* Name of a state, for logs. */
+static const char *
+conn_state_name(enum conn_state s)
+{
+	static const char *names[] = { "hello", "request", "running", "closing", "dead" };
+
+	return names[s];
+}
+
+/* The only way to change state: legal transitions are asserted and logged. */
+static void
+conn_set_state(struct conn *c, enum conn_state to)
+{
+	int ok;
+
+	switch (c->state) {
+	case CONN_HELLO:
+		ok = to == CONN_REQUEST || to == CONN_CLOSING || to == CONN_DEAD;
+		break;
+	case CONN_REQUEST:
+		ok = to == CONN_RUNNING || to == CONN_CLOSING || to == CONN_DEAD;
+		break;
+	case CONN_RUNNING:
+		ok = to == CONN_CLOSING || to == CONN_DEAD;
+		break;
+	case CONN_CLOSING:
+		ok = to == CONN_DEAD;
+		break;
+	default:
+		ok = 0;
+	}
+	if (!ok)
+		fatalx("conn %llu: illegal state change %s -> %s", (unsigned long long)c->id,
+		    conn_state_name(c->state), conn_state_name(to));
+	log_debug("conn %llu: %s -> %s", (unsigned long long)c->id, conn_state_name(c->state),
+	    conn_state_name(to));
+	if (c->state == CONN_RUNNING)
+		c->srv->nrunning--;
+	if (to == CONN_RUNNING)
+		c->srv->nrunning++;
+	if (to == CONN_CLOSING && c->bev != NULL)
+		c->close_left = evbuffer_get_length(bufferevent_get_output(c->bev));
+	c->state = to;
+}
+
+/* Seconds since the request started, with milliseconds. */
+double
+conn_elapsed(const struct conn *c)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - c->start.tv_sec) +
+	    (double)(now.tv_nsec - c->start.tv_nsec) / 1e9;
+}
+
+/* Start an audit record with the fields every line carries. */
+json_t *
+conn_audit_base(const struct conn *c, const char *event)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "event", json_string(event));
+	json_object_set_new(o, "conn", json_integer((json_int_t)c->id));
+	if (c->session != NULL)
+		json_object_set_new(o, "session", json_string(c->session->name));
+	json_object_set_new(o, "uid", json_integer((json_int_t)c->uid));
+	json_object_set_new(o, "pid", json_integer((json_int_t)c->pid));
+	if (c->op != NULL)
+		json_object_set_new(o, "op", json_string(c->op));
+	if (c->tool != NULL)
+		json_object_set_new(o, "tool", json_string(c->tool));
+	if (c->argv != NULL)
+		json_object_set(o, "argv", c->argv);
+	if (c->cwd != NULL)
+		json_object_set_new(o, "cwd", json_string(c->cwd));
+	if (c->rule != NULL)
+		json_object_set_new(o, "rule", json_string(c->rule));
+	return o;
+}
+
+/* Queue one frame to the peer (nothing once it is gone). */
+void
+conn_send(struct conn *c, uint8_t type, const void *buf, size_t len)
+{
+	unsigned char hdr[FRAME_HDR];
+	struct evbuffer *out;
+
+	if (c->peer_gone || c->bev == NULL)
+		return;
+	out = bufferevent_get_output(c->bev);
+	frame_put_header(hdr, type, (uint32_t)len);
+	evbuffer_add(out, hdr, sizeof hdr);
+	if (len > 0)
+		evbuffer_add(out, buf, len);
+}
+
+/* Queue a JSON frame (obj consumed). */
+void
+conn_send_json(struct conn *c, uint8_t type, json_t *obj)
+{
+	char *s = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+	json_decref(obj);
+	if (s == NULL)
+		fatalx("cannot encode a control message");
+	conn_send(c, type, s, strlen(s));
+	free(s);
+}
+
+/* Arm the connection's single timer. */
+static void
+conn_timer(struct conn *c, int seconds)
+{
+	struct timeval tv = { seconds, 0 };
+
+	evtimer_add(c->timer, &tv);
+}
+
+/* End the connection with a final ERROR frame: code for the shim, message for the agent. */
+void
+conn_error(struct conn *c, const char *code, const char *message)
+{
+	char *red = redact_string(c->cfg->redact, message);
+	json_t *o = json_object();
+
+	json_object_set_new(o, "code", json_string(code));
+	json_object_set_new(o, "message", json_string(red != NULL ? red : "(redaction failed)"));
+	free(red);
+	conn_send_json(c, FRAME_ERROR, o);
+	if (c->bev != NULL)
+		bufferevent_disable(c->bev, EV_READ);
+	conn_set_state(c, CONN_CLOSING);
+	conn_timer(c, CLOSE_TIMEOUT);
+	if (c->bev == NULL || c->peer_gone ||
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		conn_schedule_free(c);
+}
+
+/* Finish without a child: an EXIT frame with code, then close once written. */
+void
+conn_exit(struct conn *c, int code)
+{
+	json_t *ex = json_object();
+
+	json_object_set_new(ex, "code", json_integer(code));
+	conn_send_json(c, FRAME_EXIT, ex);
+	conn_set_state(c, CONN_CLOSING);
+	bufferevent_disable(c->bev, EV_READ);
+	conn_timer(c, CLOSE_TIMEOUT);
+}
+
+/* A malformed peer: audit it, tell it, close it. */
+void
+conn_protocol_error(struct conn *c, const char *why)
+{
+	json_t *a = conn_audit_base(c, "protocol-error");
+
+	json_object_set_new(a, "reason", json_string(why));
+	audit_write(a, c->cfg->redact);
+	c->srv->n_errors++;
+	conn_error(c, ERR_PROTOCOL, why);
+}
+
+/* Refuse a request politely: audit, count, final error frame. */
+void
+conn_deny(struct conn *c, const char *code, const char *reason, const char *message)
+{
+	json_t *a = conn_audit_base(c, "denied");
+
+	json_object_set_new(a, "reason", json_string(reason));
+	audit_write(a, c->cfg->redact);
+	c->srv->n_denied++;
+	conn_error(c, code, message);
+}
+
+/* Limits shared by every op that runs something. */
+int
+conn_check_busy(struct conn *c)
+{
+	int limit = c->session->max_concurrent > 0 ? c->session->max_concurrent :
+	    c->cfg->max_per_session;
+	char *msg;
+
+	if (server_session_running(c->srv, c->session) < limit)
+		return 0;
+	xasprintf(&msg, "the bridge is busy: this session already has %d commands running "
+	    "(its limit). Nothing was run; wait for some to finish and try again.", limit);
+	conn_deny(c, ERR_BUSY, "session concurrency limit", msg);
+	free(msg);
+	return -1;
+}
+
+/* Free a connection now; never from inside a callback of c. */
+void
+conn_free(struct conn *c)
+{
+	if (c->state != CONN_DEAD)
+		conn_set_state(c, CONN_DEAD);
+	TAILQ_REMOVE(&c->srv->conns, c, entry);
+	c->srv->nconns--;
+	/* A child still running has its whole group killed; the reaper finds no job. */
+	job_free(c->job);
+	if (c->bev != NULL)
+		bufferevent_free(c->bev);
+	event_free(c->timer);
+	event_free(c->free_ev);
+	redact_free(c->red_out);
+	redact_free(c->red_err);
+	if (c->scratch != NULL) {
+		if (spawn_rmtree(c->scratch) != 0)
+			log_warnx("cannot remove scratch directory %s", c->scratch);
+		free(c->scratch);
+	}
+	json_decref(c->argv);
+	free(c->op);
+	free(c->tool);
+	free(c->cwd);
+	free(c->rule);
+	config_unref(c->cfg);
+	free(c);
+}
+
+/* The zero-timeout event that frees a dead connection. */
+static void
+conn_free_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	conn_free(arg);
+}
+
+/* Mark dead and free from the loop, never from inside a callback of c. */
+void
+conn_schedule_free(struct conn *c)
+{
+	if (c->state == CONN_DEAD)
+		return;
+	conn_set_state(c, CONN_DEAD);
+	if (c->bev != NULL)
+		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	evtimer_del(c->timer);
+	event_active(c->free_ev, EV_TIMEOUT, 0);
+}
+
+/* Sink for the redactor: frame redacted output to the peer. */
+struct sink_ctx {
+	struct conn	*c;
+	uint8_t		 type;
+};
+
+static int
+conn_sink(void *arg, const void *buf, size_t len)
+{
+	struct sink_ctx *sc = arg;
+	const unsigned char *p = buf;
+
+	while (len > 0) {
+		size_t n = len > FRAME_DATA_MAX ? FRAME_DATA_MAX : len;
+
+		conn_send(sc->c, sc->type, p, n);
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Stop or resume reading the child's output, following the peer's backlog. */
+static void
+conn_output_flow(struct conn *c)
+{
+	size_t backlog;
+
+	if (c->bev == NULL || c->peer_gone || c->job == NULL)
+		return;
+	backlog = evbuffer_get_length(bufferevent_get_output(c->bev));
+	if (!job_output_paused(c->job) && backlog > PEER_OUT_HIGH)
+		job_pause_output(c->job, 1);
+	else if (job_output_paused(c->job) && backlog <= PEER_OUT_LOW)
+		job_pause_output(c->job, 0);
+}
+
+/* Job callback: child output was read: count, cap, redact, frame. */
+static void
+conn_job_output(struct job *j, enum job_stream s, const unsigned char *buf, size_t n,
+    void *arg)
+{
+	struct conn *c = arg;
+	struct sink_ctx sc = { c, s == JOB_ERR ? FRAME_STDERR : FRAME_STDOUT };
+	struct redact *r = s == JOB_ERR ? c->red_err : c->red_out;
+
+	c->bytes_out += (uint64_t)n;
+	if (c->killed == KILL_OUTPUT)
+		return;		/* draining what is left of a killed child */
+	if (c->bytes_out > c->output_limit) {
+		c->killed = KILL_OUTPUT;
+		job_kill(j, SIGKILL);
+		return;
+	}
+	if (c->peer_gone)
+		return;
+	if (r == NULL)
+		conn_sink(&sc, buf, n);	/* git's pack stream: see op_git */
+	else if (redact_feed(r, buf, n, conn_sink, &sc) != 0)
+		log_warnx("conn %llu: redaction sink failed", (unsigned long long)c->id);
+	conn_output_flow(c);
+}
+
+/* Job callback: one of the child's output pipes ended: flush the redactor, mark the stream. */
+static void
+conn_job_eof(struct job *j, enum job_stream s, void *arg)
+{
+	struct conn *c = arg;
+	struct sink_ctx sc = { c, s == JOB_ERR ? FRAME_STDERR : FRAME_STDOUT };
+	struct redact *r = s == JOB_ERR ? c->red_err : c->red_out;
+
+	(void)j;
+	if (r != NULL && c->killed != KILL_OUTPUT)
+		redact_flush(r, conn_sink, &sc);
+	conn_send(c, sc.type, NULL, 0);	/* EOF marker */
+}
+
+/* Job callback: stdin was written; resume reading the peer below half the cap. */
+static void
+conn_job_written(struct job *j, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->peer_paused && job_stdin_buffered(j) < STDIN_HIGH / 2) {
+		c->peer_paused = 0;
+		bufferevent_enable(c->bev, EV_READ);
+		conn_read_frames(c);	/* frames may already be buffered */
+	}
+}
+
+/* Job callback: reaped or drained. */
+static void
+conn_job_state(struct job *j, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->state == CONN_RUNNING)
+		conn_check_done(c);
+	else if (c->state == CONN_CLOSING && c->peer_gone && job_state(j) == JOB_DEAD)
+		conn_schedule_free(c);
+}
+
+static const struct job_cb conn_job_cb = {
+	conn_job_output, conn_job_eof, conn_job_written, conn_job_state
+};
+
+/* Collect the secret values a request injects, for its output redactors. */
+struct redact *
+conn_redactor(struct conn *c, const struct tool *t, const struct secret_src *extra)
+{
+	struct redact_secret rs[32];
+	size_t n = 0, i;
+
+	for (i = 0; t != NULL && i < t->nsecrets && n < 31; i++) {
+		struct secret_src *s = secret_resolve(c->cfg, c->session, t->secrets[i].secret);
+
+		if (s != NULL && s->value != NULL) {
+			rs[n].value = s->value;
+			rs[n++].len = s->len;
+		}
+	}
+	if (extra != NULL && extra->value != NULL) {
+		rs[n].value = extra->value;
+		rs[n++].len = extra->len;
+	}
+	return redact_new(rs, n);
+}
+
+/* Start the child and the relay; on failure send an error and return -1. */
+int
+conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild *env,
+    int cwd_fd, const char *cwd, int timeout)
+{
+	struct spawn_req r;
+	struct child ch;
+	char *cause = NULL;
+
+	memset(&r, 0, sizeof r);
+	r.path = path;
+	r.argv = argv;
+	r.envp = envbuild_array(env);
+	r.uid = c->cfg->runner_uid;
+	r.gid = c->cfg->runner_gid;
+	r.cwd_fd = cwd_fd;
+	r.cwd = cwd;
+	r.cpu_seconds = timeout + 5;
+	if (spawn_child(&r, &ch, &cause) != 0) {
+		json_t *a = conn_audit_base(c, "error");
+		char *msg;
+
+		if (ch.pid > 0) {
+			/* Started but unusable: reaped by the SIGCHLD handler. */
+			c->job = job_new(c->srv->base, &ch, &conn_job_cb, c);
+			job_kill(c->job, SIGKILL);
+		}
+		json_object_set_new(a, "reason", json_string(cause));
+		audit_write(a, c->cfg->redact);
+		xasprintf(&msg, "%s could not be started on the host (%s). Nothing was run; "
+		    "tell the operator.", c->tool, cause);
+		conn_error(c, ERR_UNAVAILABLE, msg);
+		free(msg);
+		free(cause);
+		c->srv->n_errors++;
+		return -1;
+	}
+	c->job = job_new(c->srv->base, &ch, &conn_job_cb, c);
+	conn_set_state(c, CONN_RUNNING);
+	conn_timer(c, timeout);
+	return 0;
+}
+
+/* A REQUEST frame arrived: parse it and hand it to its op. */
+static void
+conn_on_request(struct conn *c, const char *buf, size_t len)
+{
+	const struct op *op;
+	json_error_t je;
+	json_t *req, *jop;
+
+	req = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+	if (req == NULL) {
+		char msg[512];
+
+		snprintf(msg, sizeof msg, "the request could not be read (%s). Arguments, "
+		    "the working directory and environment values must be valid UTF-8 "
+		    "without NUL bytes; pass other data through stdin or a file", je.text);
+		conn_protocol_error(c, msg);
+		return;
+	}
+	if (!json_is_object(req) || !json_is_string(jop = json_object_get(req, "op"))) {
+		json_decref(req);
+		conn_protocol_error(c, "the request is not a JSON object with an \"op\"");
+		return;
+	}
+	c->op = xstrdup(json_string_value(jop));
+	clock_gettime(CLOCK_MONOTONIC, &c->start);
+	evtimer_del(c->timer);
+	op = ops_find(c->op);
+	if (c->admin && (op == NULL || !op->admin_only))
+		conn_protocol_error(c, "root may only ask for status; run tools as a "
+		    "session user");
+	else if (!c->admin && (op == NULL || op->admin_only))
+		conn_protocol_error(c, "unknown op");
+	else {
+		c->opdef = op;
+		op->handler(c, req);
+	}
+	json_decref(req);
+}
+
+/* A HELLO frame arrived: check the version and answer. */
+static void
+conn_on_hello(struct conn *c, const char *buf, size_t len)
+{
+	json_t *h, *v, *o;
+	char msg[160];
+
+	h = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+	v = h != NULL ? json_object_get(h, "proto") : NULL;
+	if (!json_is_integer(v) || json_integer_value(v) != PROTO_VERSION) {
+		snprintf(msg, sizeof msg, "protocol version mismatch: this bridge speaks "
+		    "version %d; reinstall the shim from the same release as the bridge",
+		    PROTO_VERSION);
+		json_decref(h);
+		conn_protocol_error(c, msg);
+		return;
+	}
+	json_decref(h);
+	o = json_object();
+	json_object_set_new(o, "proto", json_integer(PROTO_VERSION));
+	json_object_set_new(o, "server", json_string("shimbridged " SHIMBRIDGE_VERSION));
+	if (c->session != NULL)
+		json_object_set_new(o, "session", json_string(c->session->name));
+	conn_send_json(c, FRAME_HELLO, o);
+	conn_set_state(c, CONN_REQUEST);
+}
+
+/* A frame for the running child. */
+static int
+conn_on_running_frame(struct conn *c, uint8_t type, struct evbuffer *in, uint32_t len)
+{
+	char tmp[FRAME_SMALL_MAX + 1];
+	json_t *j, *v;
+	int sig;
+
+	switch (type) {
+	case FRAME_STDIN:
+		c->bytes_in += len;
+		if (len == 0) {
+			job_stdin_eof(c->job);
+			return 0;
+		}
+		if (!job_stdin_open(c->job)) {
+			evbuffer_drain(in, len);	/* nobody reads it any more */
+			return 0;
+		}
+		job_stdin(c->job, in, len);
+		if (job_stdin_buffered(c->job) > STDIN_HIGH) {
+			c->peer_paused = 1;
+			bufferevent_disable(c->bev, EV_READ);
+		}
+		return 0;
+	case FRAME_SIGNAL:
+		evbuffer_remove(in, tmp, len);
+		tmp[len] = '\0';
+		j = json_loadb(tmp, len, JSON_REJECT_DUPLICATES, NULL);
+		v = j != NULL ? json_object_get(j, "signal") : NULL;
+		sig = json_is_string(v) ? proto_signum(json_string_value(v)) : -1;
+		json_decref(j);
+		/* Only what a terminal could send; never KILL, STOP or QUIT (core dumps). */
+		if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP && sig != SIGPIPE &&
+		    sig != SIGWINCH)
+			return -1;
+		job_kill(c->job, sig);
+		return 0;
+	case FRAME_WINSIZE:
+		/* Defined for PTY support; validated and ignored until then. */
+		evbuffer_remove(in, tmp, len);
+		j = json_loadb(tmp, len, JSON_REJECT_DUPLICATES, NULL);
+		v = j != NULL ? json_object_get(j, "rows") : NULL;
+		sig = json_is_integer(v) && json_is_integer(json_object_get(j, "cols"));
+		json_decref(j);
+		return sig ? 0 : -1;
+	default:
+		return -1;
+	}
+}
+
+/* Parse and dispatch every complete frame in the peer's input. */
+static void
+conn_read_frames(struct conn *c)
+{
+	struct evbuffer *in;
+	unsigned char hdr[FRAME_HDR];
+	const char *cause;
+	uint8_t type;
+	uint32_t len;
+
+	if (c->bev == NULL)
+		return;
+	in = bufferevent_get_input(c->bev);
+	while (!c->peer_paused && (c->state == CONN_HELLO || c->state == CONN_REQUEST ||
+	    c->state == CONN_RUNNING)) {
+		if (evbuffer_get_length(in) < FRAME_HDR)
+			return;
+		evbuffer_copyout(in, hdr, FRAME_HDR);
+		if (frame_parse_header(hdr, &type, &len, &cause) != 0) {
+			conn_protocol_error(c, cause);
+			return;
+		}
+		if (evbuffer_get_length(in) < FRAME_HDR + (size_t)len)
+			return;
+		evbuffer_drain(in, FRAME_HDR);
+		if (c->state == CONN_HELLO) {
+			if (type != FRAME_HELLO) {
+				conn_protocol_error(c, "expected a HELLO frame first");
+				return;
+			}
+			conn_on_hello(c, (char *)evbuffer_pullup(in, len), len);
+			evbuffer_drain(in, len);
+		} else if (c->state == CONN_REQUEST) {
+			if (type != FRAME_REQUEST) {
+				conn_protocol_error(c, "expected a REQUEST frame");
+				return;
+			}
+			conn_on_request(c, (char *)evbuffer_pullup(in, len), len);
+			if (c->state != CONN_DEAD && c->bev != NULL)
+				evbuffer_drain(in, len);
+		} else if (conn_on_running_frame(c, type, in, len) != 0) {
+			conn_protocol_error(c, "unexpected or malformed frame while running");
+			return;
+		}
+	}
+}
+
+/* Peer readable. */
+static void
+conn_read_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	conn_read_frames(arg);
+}
+
+/* Peer output drained below the low watermark. */
+static void
+conn_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->state == CONN_CLOSING && evbuffer_get_length(bufferevent_get_output(bev)) == 0) {
+		conn_schedule_free(c);
+		return;
+	}
+	conn_output_flow(c);
+}
+
+/* Peer closed or failed. */
+static void
+conn_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)bev;
+	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+		return;
+	if (c->state == CONN_RUNNING && job_state(c->job) == JOB_RUNNING) {
+		json_t *a = conn_audit_base(c, "peer-gone");
+
+		audit_write(a, c->cfg->redact);
+		c->killed = KILL_PEER;
+		job_kill(c->job, SIGKILL);
+	}
+	c->peer_gone = 1;
+	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	if (c->state == CONN_RUNNING) {
+		/* Keep draining the child's pipes; freed once reaped and drained. */
+		job_pause_output(c->job, 0);
+		conn_check_done(c);
+		return;
+	}
+	conn_schedule_free(c);
+}
+
+/* The connection's timer: handshake, wall clock, kill grace or final delivery. */
+static void
+conn_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	switch (c->state) {
+	case CONN_HELLO:
+	case CONN_REQUEST:
+		conn_protocol_error(c, "handshake timed out");
+		break;
+	case CONN_RUNNING:
+		if (job_state(c->job) != JOB_RUNNING)
+			break;
+		if (c->killed == KILL_NONE)
+			c->killed = KILL_TIMEOUT;
+		if (job_stop(c->job) == 0)
+			conn_timer(c, c->cfg->kill_grace);
+		break;
+	case CONN_CLOSING:
+		/* A slow peer that is still reading gets more time; a stalled one does not. */
+		if (c->bev != NULL && !c->peer_gone) {
+			size_t left = evbuffer_get_length(bufferevent_get_output(c->bev));
+
+			if (left > 0 && left < c->close_left) {
+				c->close_left = left;
+				conn_timer(c, CLOSE_TIMEOUT);
+				break;
+			}
+		}
+		conn_schedule_free(c);
+		break;
+	case CONN_DEAD:
+		break;
+	}
+}
+
+/* Finish once the child is reaped and both output pipes are drained. */
+static void
+conn_check_done(struct conn *c)
+{
+	int status;
+	json_t *a, *o;
+	char *msg;
+
+	if (c->state != CONN_RUNNING || job_state(c->job) != JOB_CLOSED)
+		return;
+	status = job_status(c->job);
+	if (c->opdef != NULL && c->opdef->done != NULL)
+		c->opdef->done(c);
+	a = conn_audit_base(c, "done");
+	json_object_set_new(a, "duration", json_real(conn_elapsed(c)));
+	json_object_set_new(a, "bytes_in", json_integer((json_int_t)c->bytes_in));
+	json_object_set_new(a, "bytes_out", json_integer((json_int_t)c->bytes_out));
+	if (WIFEXITED(status))
+		json_object_set_new(a, "exit", json_integer(WEXITSTATUS(status)));
+	else if (WIFSIGNALED(status)) {
+		const char *n = proto_signame(WTERMSIG(status));
+
+		json_object_set_new(a, "signal", json_string(n != NULL ? n : "?"));
+	}
+	if (c->killed != KILL_NONE) {
+		static const char *why[] = { "", "timeout", "output-limit", "peer-gone", "shutdown" };
+
+		json_object_set_new(a, "killed", json_string(why[c->killed]));
+	}
+	audit_write(a, c->cfg->redact);
+	c->srv->n_completed++;
+	if (c->peer_gone) {
+		conn_schedule_free(c);
+		return;
+	}
+	if (c->killed == KILL_TIMEOUT) {
+		xasprintf(&msg, "%s was stopped after %.0f seconds: it reached its time limit "
+		    "on the bridge. Output so far was delivered. Try a narrower command.",
+		    c->tool, conn_elapsed(c));
+		conn_error(c, ERR_TIMEOUT, msg);
+		free(msg);
+		return;
+	}
+	if (c->killed == KILL_OUTPUT) {
+		xasprintf(&msg, "%s was stopped: its output passed the limit of %llu bytes "
+		    "set by the bridge. Narrow the command (filters, --limit) or write less.",
+		    c->tool, (unsigned long long)c->output_limit);
+		conn_error(c, ERR_OUTPUT_LIMIT, msg);
+		free(msg);
+		return;
+	}
+	o = json_object();
+	if (WIFSIGNALED(status) && proto_signame(WTERMSIG(status)) != NULL)
+		json_object_set_new(o, "signal", json_string(proto_signame(WTERMSIG(status))));
+	else if (WIFSIGNALED(status))
+		json_object_set_new(o, "code", json_integer(128 + WTERMSIG(status)));
+	else
+		json_object_set_new(o, "code", json_integer(WEXITSTATUS(status)));
+	conn_send_json(c, FRAME_EXIT, o);
+	conn_set_state(c, CONN_CLOSING);
+	conn_timer(c, CLOSE_TIMEOUT);
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		conn_schedule_free(c);
+}
+
+/* The daemon is stopping: kill a running child. */
+void
+conn_shutdown(struct conn *c)
+{
+	if (c->job != NULL && job_state(c->job) == JOB_RUNNING) {
+		c->killed = KILL_SHUTDOWN;
+		job_kill(c->job, SIGKILL);
+	}
+}
+
+/* The sweep's look at one connection (see conn.h). */
+int
+conn_sweep(struct conn *c, time_t now)
+{
+	if (c->state != CONN_RUNNING || job_state(c->job) != JOB_DEAD)
+		return 0;
+	/*
+	 * Unread output, or a relay paused for a slow peer (its EOF is simply not
+	 * read yet), means we are behind, not that an escaped process holds the
+	 * pipes: closing them now could drop the tail of a finished child's output.
+	 */
+	if (now - job_reaped_at(c->job) > c->cfg->kill_grace + 2 &&
+	    !job_output_paused(c->job) && !job_output_pending(c->job)) {
+		/* Someone outside our reach holds the pipes: stop waiting. */
+		log_warnx("conn %llu: output pipes still open after the child exited; "
+		    "closing them", (unsigned long long)c->id);
+		job_close_output(c->job, -1);
+	}
+	return 1;
+}
+
+/* A new peer: set up its buffers and timers and wait for HELLO. */
+struct conn *
+conn_new(struct server *srv, int fd, uid_t uid, gid_t gid, pid_t pid,
+    const struct session *s)
+{
+	struct conn *c = xcalloc(1, sizeof *c);
+
+	c->srv = srv;
+	c->cfg = config_ref(srv->cfg);
+	c->id = ++srv->next_id;
+	c->state = CONN_HELLO;
+	c->uid = uid;
+	c->gid = gid;
+	c->pid = pid;
+	c->session = s;
+	c->admin = uid == 0;
+	clock_gettime(CLOCK_MONOTONIC, &c->start);
+	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->timer = evtimer_new(srv->base, conn_timer_cb, c);
+	c->free_ev = event_new(srv->base, -1, 0, conn_free_cb, c);
+	if (c->bev == NULL || c->timer == NULL || c->free_ev == NULL)
+		fatalx("out of memory accepting a connection");
+	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	bufferevent_setwatermark(c->bev, EV_READ, 0, PEER_IN_HIGH);
+	bufferevent_setwatermark(c->bev, EV_WRITE, PEER_OUT_LOW, 0);
+	bufferevent_enable(c->bev, EV_READ);
+	TAILQ_INSERT_TAIL(&srv->conns, c, entry);
+	srv->nconns++;
+	conn_timer(c, srv->cfg->handshake_timeout);
+	return c;
+}

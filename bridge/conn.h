@@ -1,0 +1,131 @@
+/*
+ * One peer: its frames, its state machine and the relay between it and its
+ * child (a job). The op handlers (op-*.c) fill in a request and call
+ * conn_start; every refusal goes through conn_deny or conn_protocol_error.
+ *
+ *   CONN_HELLO -> CONN_REQUEST -> CONN_RUNNING -> CONN_CLOSING -> CONN_DEAD
+ *   (any live state may go to CONN_CLOSING or CONN_DEAD; transitions asserted)
+ *
+ * A request is finished only when its job is JOB_CLOSED (reaped AND drained).
+ * A conn is never freed inside its own callbacks: conn_schedule_free marks it
+ * dead and frees it from a zero-timeout event.
+ */
+#ifndef SHIMBRIDGE_CONN_H
+#define SHIMBRIDGE_CONN_H
+
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <stdint.h>
+#include <time.h>
+
+#include <jansson.h>
+
+struct bufferevent;
+struct config;
+struct envbuild;
+struct event;
+struct job;
+struct op;
+struct redact;
+struct secret_src;
+struct server;
+struct session;
+struct tool;
+
+enum conn_state {
+	CONN_HELLO,	/* accepted; waiting for the client's HELLO */
+	CONN_REQUEST,	/* HELLO answered; waiting for the REQUEST */
+	CONN_RUNNING,	/* child started; relaying stdio until reaped and drained */
+	CONN_CLOSING,	/* final frame queued; close once written (or timed out) */
+	CONN_DEAD,	/* freed from a zero-timeout event; touch nothing */
+};
+
+enum conn_kill {
+	KILL_NONE,
+	KILL_TIMEOUT,	/* wall-clock limit */
+	KILL_OUTPUT,	/* output cap */
+	KILL_PEER,	/* the shim went away */
+	KILL_SHUTDOWN,	/* the daemon is stopping */
+};
+
+/* Everything about one peer. */
+struct conn {
+	TAILQ_ENTRY(conn)	 entry;
+	struct server		*srv;
+	struct config		*cfg;		/* reference held for the request's life */
+	uint64_t		 id;
+	enum conn_state		 state;
+	struct bufferevent	*bev;
+	struct event		*timer;		/* handshake, wall clock, kill grace, close */
+	struct event		*free_ev;
+	uid_t			 uid;		/* from the kernel, at accept */
+	gid_t			 gid;
+	pid_t			 pid;
+	const struct session	*session;	/* NULL for the admin (root) peer */
+	int			 admin;
+	const struct op		*opdef;		/* the op being served, or NULL */
+	char			*op;
+	char			*tool;
+	json_t			*argv;		/* for audit lines */
+	char			*cwd;
+	char			*rule;
+	struct timespec		 start;
+
+	struct job		*job;		/* the child, or NULL */
+	enum conn_kill		 killed;
+	int			 peer_paused;	/* not reading the peer: stdin backpressure */
+	int			 peer_gone;
+	struct redact		*red_out, *red_err;	/* NULL: relayed as it is */
+	uint64_t		 bytes_in, bytes_out;
+	uint64_t		 output_limit;
+	char			*scratch;	/* the call's private directory, removed at free */
+	size_t			 close_left;	/* output still queued at the last close check */
+};
+
+/* A new peer on fd (transferred) with kernel credentials; session NULL for root. */
+struct conn	*conn_new(struct server *, int fd, uid_t, gid_t, pid_t,
+		    const struct session *);
+/* Free at once (the daemon is stopping; never from a callback of c). */
+void		 conn_free(struct conn *);
+/* Mark dead and free from the loop. */
+void		 conn_schedule_free(struct conn *);
+/* The daemon is stopping: kill the child. */
+void		 conn_shutdown(struct conn *);
+/*
+ * The sweep: a reaped child whose pipes are held open by an escaped process
+ * for longer than the kill grace has them closed. Returns 1 if c waits for a
+ * reaped child's pipes.
+ */
+int		 conn_sweep(struct conn *, time_t now);
+
+/* Start an audit record with the fields every line carries. */
+json_t		*conn_audit_base(const struct conn *, const char *event);
+/* Queue one frame to the peer (nothing once it is gone). */
+void		 conn_send(struct conn *, uint8_t type, const void *, size_t);
+/* Queue a JSON frame (obj consumed). */
+void		 conn_send_json(struct conn *, uint8_t type, json_t *obj);
+/* End with a final ERROR frame: code for the shim, message for the agent (redacted). */
+void		 conn_error(struct conn *, const char *code, const char *message);
+/* A malformed peer: audit it, tell it, close it. */
+void		 conn_protocol_error(struct conn *, const char *why);
+/* Refuse a request politely: audit ("denied", reason), count, final error frame. */
+void		 conn_deny(struct conn *, const char *code, const char *reason,
+		    const char *message);
+/* The session's concurrency limit: 0 if one more may run, else denied and -1. */
+int		 conn_check_busy(struct conn *);
+/* Finish a request without a child: EXIT code frame, then close. */
+void		 conn_exit(struct conn *, int code);
+/* A redactor of the secrets tool t injects (t may be NULL) plus extra; NULL on failure. */
+struct redact	*conn_redactor(struct conn *, const struct tool *,
+		    const struct secret_src *extra);
+/*
+ * Start the child and the relay as the runner (c->scratch, c->output_limit,
+ * c->red_* set by the op). On failure an error is sent and -1 returned.
+ */
+int		 conn_start(struct conn *, const char *path, char *const *argv,
+		    struct envbuild *, int cwd_fd, const char *cwd, int timeout);
+/* Seconds since the request started. */
+double		 conn_elapsed(const struct conn *);
+
+#endif

@@ -1,0 +1,24 @@
+/* The table of ops (see ops.h). */
+#include <stddef.h>
+#include <string.h>
+
+#include "ops.h"
+
+static const struct op ops_table[] = {
+	{ "run",	0,	op_run,		NULL },
+	{ "git",	0,	op_git,		op_git_done },
+	{ "status",	1,	op_status,	NULL },
+};
+
+/* Look an op up by name. */
+const struct op *
+ops_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof ops_table / sizeof ops_table[0]; i++) {
+		if (strcmp(ops_table[i].name, name) == 0)
+			return &ops_table[i];
+	}
+	return NULL;
+}

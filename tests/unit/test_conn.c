@@ -1,0 +1,428 @@
+/*
+ * Unit tests: one peer (conn.c) over a socketpair: frames, the state machine,
+ * the op table's dispatch and a real child (/bin/sh as uid 1) as its job.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+#include <sodium.h>
+
+#include "config.h"
+#include "conn.h"
+#include "job.h"
+#include "proto.h"
+#include "server.h"
+#include "spawn.h"
+
+#define SECRET_VALUE	"s3cr3t-value-for-test_conn"
+
+static char dir[64];
+static struct server srv;
+
+/* A frame the bridge sent. */
+struct frame {
+	uint8_t		 type;
+	uint32_t	 len;
+	char		*data;		/* NUL-terminated copy */
+};
+
+struct peer {
+	int		 fd;		/* the shim's end */
+	struct conn	*c;
+	struct frame	 f[64];
+	size_t		 nf;
+	int		 eof;
+	unsigned char	 buf[1 << 20];
+	size_t		 len;
+};
+
+/* Write a file with a mode. */
+static void
+put(const char *p, const char *text, mode_t mode)
+{
+	FILE *f = fopen(p, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(chmod(p, mode), 0);
+}
+
+static int
+setup(void **state)
+{
+	char path[128], sd[128], *cause = NULL;
+
+	(void)state;
+	strcpy(dir, "/tmp/sbconn.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		return -1;
+	snprintf(sd, sizeof sd, "%s/sessions.d", dir);
+	mkdir(sd, 0700);
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	setenv("TEST_CONN_SECRET", SECRET_VALUE, 1);
+	put(path, "{\"runner\": \"daemon\", \"secrets\": {\"tok\": {\"source\": \"env\", "
+	    "\"variable\": \"TEST_CONN_SECRET\"}}, \"tools\": {\"sh\": {\"path\": \"/bin/sh\", "
+	    "\"secrets\": {\"TOK\": \"tok\"}, \"timeout\": 2, \"output_limit\": 100000, "
+	    "\"rules\": [{\"allow\": [\"-c\", \"**\"]}]}, \"true\": {\"path\": \"/bin/true\", "
+	    "\"rules\": [{\"allow\": [\"**\"]}]}}, \"sessions\": [{\"name\": \"alice\", "
+	    "\"uid\": 4242, \"tools\": [\"sh\"]}]}", 0600);
+	memset(&srv, 0, sizeof srv);
+	TAILQ_INIT(&srv.conns);
+	if ((srv.cfg = config_load(path, 0, &cause)) == NULL) {
+		fprintf(stderr, "config: %s\n", cause);
+		return -1;
+	}
+	srv.base = event_base_new();
+	srv.started = time(NULL);
+	if (asprintf(&srv.scratch_dir, "%s/run", dir) < 0 || mkdir(srv.scratch_dir, 0711) != 0)
+		return -1;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	config_unref(srv.cfg);
+	event_base_free(srv.base);
+	free(srv.scratch_dir);
+	return spawn_rmtree(dir);
+}
+
+/* Connect a new peer as uid (0: root). */
+static void
+peer_open(struct peer *p, uid_t uid)
+{
+	int sv[2];
+
+	memset(p, 0, sizeof *p);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv),
+	    0);
+	p->fd = sv[0];
+	p->c = conn_new(&srv, sv[1], uid, uid, 1234,
+	    uid == 0 ? NULL : config_session_by_uid(srv.cfg, uid));
+	assert_int_equal(p->c->state, CONN_HELLO);
+}
+
+static void
+peer_close(struct peer *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->nf; i++)
+		free(p->f[i].data);
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+}
+
+/* Send one frame from the shim's side. */
+static void
+peer_send(struct peer *p, uint8_t type, const void *buf, size_t len)
+{
+	unsigned char hdr[FRAME_HDR];
+
+	frame_put_header(hdr, type, (uint32_t)len);
+	assert_int_equal(write(p->fd, hdr, sizeof hdr), sizeof hdr);
+	if (len > 0)
+		assert_int_equal(write(p->fd, buf, len), (ssize_t)len);
+}
+
+static void
+peer_send_str(struct peer *p, uint8_t type, const char *s)
+{
+	peer_send(p, type, s, strlen(s));
+}
+
+/* Run the loop and the reaper; collect frames until the bridge closes or n frames. */
+static void
+pump(struct peer *p, size_t until_frames)
+{
+	time_t end = time(NULL) + 10;
+	int status;
+	ssize_t n;
+	pid_t pid;
+
+	while (!p->eof && p->nf < until_frames && time(NULL) < end) {
+		event_base_loop(srv.base, EVLOOP_NONBLOCK);
+		while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+			(void)job_reaped(pid, status);
+		while ((n = read(p->fd, p->buf + p->len, sizeof p->buf - p->len)) > 0)
+			p->len += (size_t)n;
+		if (n == 0)
+			p->eof = 1;
+		while (p->len >= FRAME_HDR) {
+			uint32_t len = (uint32_t)p->buf[0] << 24 | (uint32_t)p->buf[1] << 16 |
+			    (uint32_t)p->buf[2] << 8 | p->buf[3];
+			struct frame *f;
+
+			if (p->len < FRAME_HDR + len)
+				break;
+			assert_true(p->nf < 64);
+			f = &p->f[p->nf++];
+			f->type = p->buf[4];
+			f->len = len;
+			f->data = calloc(1, len + 1);
+			memcpy(f->data, p->buf + FRAME_HDR, len);
+			memmove(p->buf, p->buf + FRAME_HDR + len, p->len - FRAME_HDR - len);
+			p->len -= FRAME_HDR + len;
+		}
+		usleep(1000);
+	}
+}
+
+/* Concatenated payloads of one type; *eofs counts empty (EOF) frames. */
+static char *
+collect(struct peer *p, uint8_t type, int *eofs)
+{
+	static char out[8192];
+	size_t i, off = 0;
+
+	*eofs = 0;
+	out[0] = '\0';
+	for (i = 0; i < p->nf; i++) {
+		if (p->f[i].type != type)
+			continue;
+		if (p->f[i].len == 0)
+			(*eofs)++;
+		else if (off + p->f[i].len < sizeof out) {
+			memcpy(out + off, p->f[i].data, p->f[i].len);
+			off += p->f[i].len;
+			out[off] = '\0';
+		}
+	}
+	return out;
+}
+
+static void
+hello(struct peer *p)
+{
+	char h[64];
+
+	snprintf(h, sizeof h, "{\"proto\": %d}", PROTO_VERSION);
+	peer_send_str(p, FRAME_HELLO, h);
+	pump(p, 1);
+	assert_int_equal(p->nf, 1);
+	assert_int_equal(p->f[0].type, FRAME_HELLO);
+	assert_int_equal(p->c->state, CONN_REQUEST);
+}
+
+/* The last frame is a final one of that type whose JSON has key = value (string or int). */
+static void
+expect_final(struct peer *p, uint8_t type, const char *needle)
+{
+	assert_true(p->nf > 0);
+	assert_int_equal(p->f[p->nf - 1].type, type);
+	if (strstr(p->f[p->nf - 1].data, needle) == NULL)
+		fail_msg("final frame %s lacks %s", p->f[p->nf - 1].data, needle);
+}
+
+static void
+test_conn_run_relays_and_redacts(void **state)
+{
+	struct peer p;
+	const char *out;
+	int eofs;
+
+	(void)state;
+	peer_open(&p, 4242);
+	hello(&p);
+	assert_non_null(strstr(p.f[0].data, "\"session\":\"alice\""));
+	peer_send_str(&p, FRAME_REQUEST, "{\"op\": \"run\", \"tool\": \"sh\", \"argv\": [\"-c\", "
+	    "\"echo hi; echo \\\"tok=$TOK\\\"; read x; echo \\\"got $x\\\" >&2; exit 4\"]}");
+	pump(&p, 2);
+	assert_int_equal(p.c->state, CONN_RUNNING);
+	assert_int_equal(srv.nrunning, 1);
+	assert_int_equal(server_session_running(&srv, p.c->session), 1);
+	peer_send_str(&p, FRAME_STDIN, "line\n");
+	peer_send(&p, FRAME_STDIN, NULL, 0);
+	pump(&p, 64);
+	assert_true(p.eof);
+	out = collect(&p, FRAME_STDOUT, &eofs);
+	assert_non_null(strstr(out, "hi\ntok="));
+	assert_null(strstr(out, SECRET_VALUE));	/* redacted */
+	assert_int_equal(eofs, 1);
+	assert_string_equal(collect(&p, FRAME_STDERR, &eofs), "got line\n");
+	assert_int_equal(eofs, 1);
+	expect_final(&p, FRAME_EXIT, "\"code\":4");
+	assert_int_equal(srv.nconns, 0);	/* freed from the loop */
+	assert_int_equal(srv.nrunning, 0);
+	peer_close(&p);
+}
+
+static void
+test_conn_handshake_errors(void **state)
+{
+	struct peer p;
+	unsigned char hdr[FRAME_HDR];
+
+	(void)state;
+	/* Not HELLO first. */
+	peer_open(&p, 4242);
+	peer_send_str(&p, FRAME_REQUEST, "{}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "expected a HELLO frame first");
+	assert_true(p.eof);
+	peer_close(&p);
+	/* Wrong version. */
+	peer_open(&p, 4242);
+	peer_send_str(&p, FRAME_HELLO, "{\"proto\": 999}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "protocol version mismatch");
+	peer_close(&p);
+	/* A header announcing more than the cap. */
+	peer_open(&p, 4242);
+	frame_put_header(hdr, FRAME_HELLO, FRAME_CTRL_MAX + 1);
+	assert_int_equal(write(p.fd, hdr, sizeof hdr), sizeof hdr);
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "\"code\":\"protocol\"");
+	peer_close(&p);
+	/* Not JSON. */
+	peer_open(&p, 4242);
+	hello(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{nope");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "the request could not be read");
+	peer_close(&p);
+	assert_int_equal(srv.nconns, 0);
+}
+
+static void
+test_conn_op_table_dispatch(void **state)
+{
+	struct peer p;
+	int eofs;
+
+	(void)state;
+	/* A session may not ask for status, nor for an op that does not exist. */
+	peer_open(&p, 4242);
+	hello(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{\"op\": \"status\"}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "unknown op");
+	peer_close(&p);
+	peer_open(&p, 4242);
+	hello(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{\"op\": \"launch\"}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "unknown op");
+	peer_close(&p);
+	/* Root may ask for status only. */
+	peer_open(&p, 0);
+	hello(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{\"op\": \"run\", \"tool\": \"sh\", \"argv\": []}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "root may only ask for status");
+	peer_close(&p);
+	peer_open(&p, 0);
+	hello(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{\"op\": \"status\"}");
+	pump(&p, 64);
+	assert_non_null(strstr(collect(&p, FRAME_STDOUT, &eofs), "\"sessions\":[{\"name\":\"alice\""));
+	expect_final(&p, FRAME_EXIT, "\"code\":0");
+	peer_close(&p);
+	/* A tool the session was not granted. */
+	peer_open(&p, 4242);
+	hello(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{\"op\": \"run\", \"tool\": \"true\", \"argv\": []}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "\"code\":\"unknown-tool\"");
+	peer_close(&p);
+	assert_int_equal(srv.nconns, 0);
+}
+
+/* Timeout: TERM, then the final error frame. The peer leaving kills the child. */
+static void
+test_conn_timeout_and_peer_gone(void **state)
+{
+	struct peer p;
+
+	(void)state;
+	peer_open(&p, 4242);
+	hello(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{\"op\": \"run\", \"tool\": \"sh\", \"argv\": [\"-c\", "
+	    "\"exec sleep 30\"]}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "\"code\":\"timeout\"");
+	assert_int_equal(srv.nconns, 0);
+	peer_close(&p);
+
+	peer_open(&p, 4242);
+	hello(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{\"op\": \"run\", \"tool\": \"sh\", \"argv\": [\"-c\", "
+	    "\"echo started; exec sleep 30\"]}");
+	pump(&p, 2);
+	assert_int_equal(p.c->state, CONN_RUNNING);
+	close(p.fd);
+	p.fd = -1;
+	{
+		time_t end = time(NULL) + 5;
+		int status;
+		pid_t pid;
+
+		while (srv.nconns > 0 && time(NULL) < end) {
+			event_base_loop(srv.base, EVLOOP_NONBLOCK);
+			while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+				(void)job_reaped(pid, status);
+			usleep(1000);
+		}
+	}
+	assert_int_equal(srv.nconns, 0);
+	assert_int_equal(srv.nrunning, 0);
+	peer_close(&p);
+}
+
+/* Output cap: the child is killed and the peer told why. */
+static void
+test_conn_output_limit(void **state)
+{
+	struct peer p;
+
+	(void)state;
+	peer_open(&p, 4242);
+	hello(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{\"op\": \"run\", \"tool\": \"sh\", \"argv\": [\"-c\", "
+	    "\"yes xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"]}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "\"code\":\"output-limit\"");
+	assert_int_equal(srv.nconns, 0);
+	peer_close(&p);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_conn_run_relays_and_redacts),
+		cmocka_unit_test(test_conn_handshake_errors),
+		cmocka_unit_test(test_conn_op_table_dispatch),
+		cmocka_unit_test(test_conn_timeout_and_peer_gone),
+		cmocka_unit_test(test_conn_output_limit),
+	};
+
+	if (sodium_init() < 0)
+		return 1;
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
