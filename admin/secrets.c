@@ -75,13 +75,32 @@ secrets_load(const struct admin *a, const unsigned char *key, struct store **st)
 	return ADM_OK;
 }
 
+/*
+ * Take the store's writers' lock (creating its directory first): without it two
+ * writers that load the same store each save their own change and one is lost.
+ * The lock's fd, or -1 after printing why.
+ */
+static int
+secrets_lock(const struct admin *a)
+{
+	char *cause = NULL;
+	int fd;
+
+	if (secrets_parent(a->store, &cause) != 0 || (fd = store_lock(a->store, &cause)) < 0) {
+		fprintf(stderr, "shimbridge: %s\n", cause);
+		free(cause);
+		return -1;
+	}
+	return fd;
+}
+
 /* Encrypt and write the store. */
 static int
 secrets_save(const struct admin *a, const struct store *st, const unsigned char *key)
 {
 	char *cause = NULL;
 
-	if (secrets_parent(a->store, &cause) != 0 || store_save(st, a->store, key, &cause) != 0) {
+	if (store_save(st, a->store, key, &cause) != 0) {
 		fprintf(stderr, "shimbridge: %s\n", cause);
 		free(cause);
 		return ADM_FAIL;
@@ -193,7 +212,7 @@ secrets_set(const struct admin *a, const char *name, int reload)
 	struct store *st = NULL;
 	char *cause = NULL;
 	ssize_t len;
-	int rc;
+	int rc, lock = -1;
 
 	if (!adm_valid_name(name)) {
 		fprintf(stderr, "shimbridge: invalid secret name %s: 1-64 characters of "
@@ -211,6 +230,10 @@ secrets_set(const struct admin *a, const char *name, int reload)
 		rc = ADM_INVALID;
 		goto out;
 	}
+	if ((lock = secrets_lock(a)) < 0) {
+		rc = ADM_FAIL;
+		goto out;
+	}
 	if ((rc = secrets_load(a, key, &st)) != ADM_OK)
 		goto out;
 	if (store_set(st, name, val, (size_t)len, &cause) != 0) {
@@ -220,11 +243,14 @@ secrets_set(const struct admin *a, const char *name, int reload)
 	}
 	if ((rc = secrets_save(a, st, key)) != ADM_OK)
 		goto out;
+	store_unlock(lock);
+	lock = -1;
 	printf("secret %s set (%zu secret%s in %s)\n", name, store_count(st),
 	    store_count(st) == 1 ? "" : "s", a->store);
 	if (reload)
 		rc = ctl_reload(a, 1);
 out:
+	store_unlock(lock);
 	if (val != NULL)
 		sodium_free(val);	/* wipes */
 	if (key != NULL)
@@ -262,10 +288,14 @@ secrets_rm(const struct admin *a, const char *name, int reload)
 {
 	unsigned char *key = NULL;
 	struct store *st = NULL;
-	int rc;
+	int rc, lock = -1;
 
 	if ((rc = secrets_key(a, &key)) != ADM_OK)
 		return rc;
+	if ((lock = secrets_lock(a)) < 0) {
+		rc = ADM_FAIL;
+		goto out;
+	}
 	if ((rc = secrets_load(a, key, &st)) != ADM_OK)
 		goto out;
 	if (store_rm(st, name) != 0) {
@@ -275,10 +305,13 @@ secrets_rm(const struct admin *a, const char *name, int reload)
 	}
 	if ((rc = secrets_save(a, st, key)) != ADM_OK)
 		goto out;
+	store_unlock(lock);
+	lock = -1;
 	printf("secret %s removed (%zu left)\n", name, store_count(st));
 	if (reload)
 		rc = ctl_reload(a, 1);
 out:
+	store_unlock(lock);
 	sodium_free(key);
 	store_free(st);
 	return rc;
