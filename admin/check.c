@@ -384,10 +384,7 @@ int
 check_cmd(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "store", required_argument, NULL, 0x100 },
-		{ "key", required_argument, NULL, 0x101 },
-		{ "shim-dir", required_argument, NULL, 0x102 },
+		ADM_GLOBAL_LONGOPTS,
 		{ "no-secrets", no_argument, NULL, 'N' },
 		{ NULL, 0, NULL, 0 },
 	};

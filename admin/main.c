@@ -69,10 +69,7 @@ int
 main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "store", required_argument, NULL, 0x100 },
-		{ "key", required_argument, NULL, 0x101 },
-		{ "shim-dir", required_argument, NULL, 0x102 },
+		ADM_GLOBAL_LONGOPTS,
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },

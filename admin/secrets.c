@@ -16,6 +16,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <sodium.h>
 
 #include "admin.h"
@@ -260,22 +261,40 @@ out:
 	return rc;
 }
 
-/* secret list: names only, one a line. */
+/* secret list [--json]: names only, one a line, or a JSON array of {"name"}. */
 static int
-secrets_list(const struct admin *a)
+secrets_list(const struct admin *a, int json)
 {
 	unsigned char *key = NULL;
 	struct store *st = NULL;
+	json_t *arr;
 	size_t i;
 	int rc;
 
-	if (access(a->store, F_OK) != 0 && errno == ENOENT)
+	if (access(a->store, F_OK) != 0 && errno == ENOENT) {
+		if (json)
+			printf("[]\n");
 		return ADM_OK;		/* nothing stored yet */
+	}
 	if ((rc = secrets_key(a, &key)) != ADM_OK)
 		return rc;
 	if ((rc = secrets_load(a, key, &st)) == ADM_OK) {
-		for (i = 0; i < store_count(st); i++)
-			printf("%s\n", store_name(st, i));
+		arr = json_array();
+		for (i = 0; i < store_count(st); i++) {
+			json_t *o = json_object();
+
+			json_object_set_new(o, "name", json_string(store_name(st, i)));
+			json_array_append_new(arr, o);
+			if (!json)
+				printf("%s\n", store_name(st, i));
+		}
+		if (json) {
+			char *s = json_dumps(arr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+			printf("%s\n", s);
+			free(s);
+		}
+		json_decref(arr);
 	}
 	sodium_free(key);
 	store_free(st);
@@ -323,7 +342,7 @@ secrets_usage(void)
 {
 	fprintf(stderr, "usage: shimbridge secret init\n"
 	    "       shimbridge secret set NAME [--no-reload]   (value on standard input)\n"
-	    "       shimbridge secret list\n"
+	    "       shimbridge secret list [--json]\n"
 	    "       shimbridge secret rm NAME [--no-reload]\n"
 	    "  options: --store PATH, --key PATH (default: the config's \"store\" section,\n"
 	    "           else " ADM_STORE " and " ADM_KEY ")\n");
@@ -335,14 +354,12 @@ int
 secrets_cmd(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "store", required_argument, NULL, 0x100 },
-		{ "key", required_argument, NULL, 0x101 },
-		{ "no-reload", no_argument, NULL, 'n' },
+		ADM_GLOBAL_LONGOPTS,
+		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sub;
-	int ch, reload = 1;
+	int ch, reload, json = 0;
 
 	if (argc < 2)
 		return secrets_usage();
@@ -352,24 +369,27 @@ secrets_cmd(struct admin *a, int argc, char **argv)
 	adm_getopt_reset();
 	/* GNU permutation: options may follow NAME; values never come through argv. */
 	while ((ch = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
-		if (ch == 'n')
-			reload = 0;
+		if (ch == 'j')
+			json = 1;
 		else if (!adm_global_opt(a, ch, optarg))
 			return secrets_usage();
 	}
 	argc -= optind;
 	argv += optind;
+	reload = !a->no_reload;
 	adm_store_paths(a);
 	if (sodium_init() < 0) {
 		fprintf(stderr, "shimbridge: libsodium failed to initialise\n");
 		return ADM_FAIL;
 	}
+	if (json && strcmp(sub, "list") != 0 && strcmp(sub, "ls") != 0)
+		return secrets_usage();
 	if (strcmp(sub, "init") == 0 && argc == 0)
 		return secrets_init(a);
 	if (strcmp(sub, "set") == 0 && argc == 1)
 		return secrets_set(a, argv[0], reload);
 	if ((strcmp(sub, "list") == 0 || strcmp(sub, "ls") == 0) && argc == 0)
-		return secrets_list(a);
+		return secrets_list(a, json);
 	if ((strcmp(sub, "rm") == 0 || strcmp(sub, "remove") == 0) && argc == 1)
 		return secrets_rm(a, argv[0], reload);
 	if (strcmp(sub, "set") == 0 && argc > 1)
