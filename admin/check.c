@@ -272,17 +272,26 @@ check_socket(const struct config *c)
 static void
 check_dirs(const struct config *c)
 {
-	char *copy = xstrdup(c->audit_path);
-	struct stat st;
+	char *copy = xstrdup(c->audit_path), *dir = dirname(copy);
+	struct stat st, dst;
+	struct group *gr;
 
-	check_root_dir("audit directory", dirname(copy), 0, 0);
+	check_root_dir("audit directory", dir, 0, 0);
+	if (stat(dir, &dst) != 0)
+		dst.st_gid = 0;
 	free(copy);
 	if (lstat(c->audit_path, &st) == 0) {
-		if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077))
-			check_say("FAIL", "audit log %s must be a root-owned file without group "
-			    "or other access (mode %04o)", c->audit_path,
-			    (unsigned)(st.st_mode & 07777));
-		else
+		/* Group read only for the directory's group (shimbridge-audit), never root's. */
+		if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 037) ||
+		    ((st.st_mode & 040) && (st.st_gid == 0 || st.st_gid != dst.st_gid)))
+			check_say("FAIL", "audit log %s must be a root-owned file, readable at "
+			    "most by the group of its directory (mode %04o, group %u)",
+			    c->audit_path, (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid);
+		else if (st.st_mode & 040) {
+			gr = getgrgid(st.st_gid);
+			check_say("ok", "audit log %s (readable by group %s)", c->audit_path,
+			    gr != NULL ? gr->gr_name : "?");
+		} else
 			check_say("ok", "audit log %s", c->audit_path);
 	}
 	check_root_dir("state directory", c->state_dir, 0755, 0);
