@@ -153,6 +153,22 @@ int	 users_run_as(const struct users_id *, int (*fn)(void *), void *arg);
 int	 users_exec(const struct users_id *, const char *dir, const char *file,
 	    char *const argv[], char *const envp[]);
 
+/* probe.c: one authenticated GET for shimbridge check (libcurl). */
+struct probe_result {
+	int	 status;	/* HTTP status; 0 when there was no answer */
+	char	*scopes;	/* X-OAuth-Scopes header, or NULL */
+	char	*expires;	/* GitHub-Authentication-Token-Expiration header, or NULL */
+	char	*error;		/* why there was no answer, or NULL */
+};
+/*
+ * GET url sending the header authorization ("Authorization: ..."), verifying TLS
+ * against ca_file (NULL: the system CAs), within timeout seconds. 0 with
+ * r->status, or -1 with r->error. Free r with probe_result_free either way.
+ */
+int	 probe_get(const char *url, const char *authorization, const char *ca_file,
+	    long timeout, struct probe_result *r);
+void	 probe_result_free(struct probe_result *);
+
 /* ptyrun.c: the terminal relay used by users_exec. */
 int	 ptyrun(const struct users_id *, const char *dir, const char *file,
 	    char *const argv[], char *const envp[]);

@@ -25,10 +25,13 @@
 
 #include "admin.h"
 #include "config.h"
+#include "platform.h"
+#include "secret.h"
 #include "store.h"
 #include "util.h"
 
 #define CHECK_VERSION_TIMEOUT	10	/* seconds for a tool's --version */
+#define CHECK_PROBE_TIMEOUT	10	/* seconds for one authenticated request */
 
 static int check_failures;
 
@@ -388,34 +391,240 @@ check_daemon(const struct config *c)
 	json_decref(st);
 }
 
-/* shimbridge check [--no-secrets] */
+/* One probe target: a secret on a host, deduplicated by (source, url, CA file). */
+struct check_probe {
+	const struct secret_src	*src;
+	char			*url;
+	const char		*ca_file;
+};
+
+/* Whether (src, url, ca_file) was probed already; remembers it if not. */
+static int
+check_seen(struct check_probe **v, size_t *n, const struct secret_src *src, const char *url,
+    const char *ca_file)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++) {
+		if ((*v)[i].src == src && strcmp((*v)[i].url, url) == 0 &&
+		    ((*v)[i].ca_file == NULL ? ca_file == NULL :
+		    ca_file != NULL && strcmp((*v)[i].ca_file, ca_file) == 0))
+			return 1;
+	}
+	*v = xreallocarray(*v, *n + 1, sizeof **v);
+	(*v)[*n].src = src;
+	(*v)[*n].ca_file = ca_file;
+	(*v)[(*n)++].url = xstrdup(url);
+	return 0;
+}
+
+/* A tool's SSL_CERT_FILE from its env, else the caller's; NULL for the system CAs. */
+static const char *
+check_ca_file(const struct tool *t)
+{
+	size_t i;
+
+	for (i = 0; t != NULL && i < t->nenv; i++) {
+		if (strcmp(t->env[i].name, "SSL_CERT_FILE") == 0)
+			return t->env[i].value;
+	}
+	return getenv("SSL_CERT_FILE");
+}
+
+/*
+ * One authenticated request with a secret's value: report ok (with the token's
+ * scopes and expiry when the host says them), rejected, or no answer. The value
+ * lives in guarded memory here; it is never printed.
+ */
+static void
+check_probe_one(const char *what, const struct secret_src *src, const char *url,
+    const char *scheme, const char *username, const char *ca_file)
+{
+	struct probe_result r;
+	unsigned char *cred = NULL;
+	char *hdr = NULL;
+	size_t clen, hlen, b64;
+
+	if (src->value == NULL) {
+		check_say("FAIL", "%s: secret %s has no value: %s", what, src->name,
+		    src->error != NULL ? src->error : "not loaded");
+		return;
+	}
+	if (strcmp(scheme, "Basic") == 0) {
+		/* "user:secret" in base64, built in guarded memory. */
+		clen = strlen(username) + 1 + src->len;
+		b64 = sodium_base64_ENCODED_LEN(clen, sodium_base64_VARIANT_ORIGINAL);
+		hlen = strlen("Authorization: Basic ") + b64;
+		if ((cred = sodium_malloc(clen)) == NULL || (hdr = sodium_malloc(hlen)) == NULL)
+			goto nomem;
+		memcpy(cred, username, strlen(username));
+		cred[strlen(username)] = ':';
+		memcpy(cred + strlen(username) + 1, src->value, src->len);
+		memcpy(hdr, "Authorization: Basic ", strlen("Authorization: Basic "));
+		sodium_bin2base64(hdr + strlen("Authorization: Basic "), b64, cred, clen,
+		    sodium_base64_VARIANT_ORIGINAL);
+	} else {
+		hlen = strlen("Authorization: token ") + src->len + 1;
+		if ((hdr = sodium_malloc(hlen)) == NULL)
+			goto nomem;
+		memcpy(hdr, "Authorization: token ", strlen("Authorization: token "));
+		memcpy(hdr + strlen("Authorization: token "), src->value, src->len);
+		hdr[hlen - 1] = '\0';
+	}
+	if (memchr(src->value, '\n', src->len) != NULL || memchr(src->value, '\r', src->len) != NULL) {
+		check_say("FAIL", "%s: secret %s holds a line break; it cannot be a token",
+		    what, src->name);
+		goto out;
+	}
+	if (probe_get(url, hdr, ca_file, CHECK_PROBE_TIMEOUT, &r) != 0)
+		check_say("FAIL", "%s: no answer from %s within %d s: %s", what, url,
+		    CHECK_PROBE_TIMEOUT, r.error);
+	else if (r.status == 401)
+		check_say("FAIL", "%s: rejected (HTTP 401): secret %s is wrong, revoked or "
+		    "expired; store a valid token with shimbridge secret set %s", what,
+		    src->name, src->name);
+	else if (r.status == 403 || r.status == 404)
+		check_say("warning", "%s: accepted, but HTTP %d for %s (the token may lack a "
+		    "scope or access to the repository)", what, r.status, url);
+	else if (r.status >= 200 && r.status < 300)
+		check_say("ok", "%s: accepted (HTTP %d)%s%s%s%s%s", what, r.status,
+		    r.scopes != NULL ? ", scopes: " : "",
+		    r.scopes != NULL ? (*r.scopes != '\0' ? r.scopes : "none") : "",
+		    r.expires != NULL ? ", expires " : "", r.expires != NULL ? r.expires : "",
+		    r.scopes == NULL && r.expires == NULL && strcmp(scheme, "token") == 0 ?
+		    " (fine-grained token: no scope list)" : "");
+	else
+		check_say("FAIL", "%s: HTTP %d from %s", what, r.status, url);
+	probe_result_free(&r);
+	goto out;
+nomem:
+	check_say("FAIL", "%s: cannot allocate guarded memory", what);
+out:
+	if (cred != NULL)
+		sodium_free(cred);
+	if (hdr != NULL)
+		sodium_free(hdr);
+}
+
+/*
+ * Every secret that reaches a host, tried once there: gh tools' tokens with
+ * GET /user (github.com's API) or /api/v3/user (GitHub Enterprise Server), git
+ * hosts' tokens with the request `git ls-remote` makes first (info/refs of the
+ * first repository a git session may use). Session overrides are tried too.
+ */
+static void
+check_auth(const struct config *c)
+{
+	struct check_probe *seen = NULL;
+	const char *repo = NULL;
+	char *url, *what;
+	size_t nseen = 0, i, j, k;
+
+	for (i = 0; i < c->ntools; i++) {
+		const struct tool *t = &c->tools[i];
+		const char *host = t->host != NULL ? t->host : "github.com";
+
+		if (t->profile != PROFILE_GH)
+			continue;
+		if (strcmp(host, "github.com") == 0)
+			url = xstrdup("https://api.github.com/user");
+		else
+			xasprintf(&url, "https://%s/api/v3/user", host);
+		for (j = 0; j < t->nsecrets; j++) {
+			for (k = 0; k <= c->nsessions; k++) {
+				const struct session *s = k < c->nsessions ? &c->sessions[k] : NULL;
+				const struct secret_src *src;
+
+				if (s != NULL && !config_session_has_tool(s, t->name))
+					continue;
+				src = secret_resolve(c, s, t->secrets[j].secret);
+				if (src == NULL || check_seen(&seen, &nseen, src, url,
+				    check_ca_file(t)))
+					continue;
+				xasprintf(&what, "secret %s%s%s on %s (tool %s)", src->name,
+				    s != NULL && src != secret_resolve(c, NULL, src->name) ?
+				    " of session " : "", s != NULL &&
+				    src != secret_resolve(c, NULL, src->name) ? s->name : "",
+				    host, t->name);
+				check_probe_one(what, src, url, "token", NULL, check_ca_file(t));
+				free(what);
+			}
+		}
+		free(url);
+	}
+	for (k = 0; k < c->nsessions && repo == NULL; k++) {
+		if (config_session_has_tool(&c->sessions[k], "git") && c->sessions[k].nrepos > 0)
+			repo = c->sessions[k].repos[0];
+	}
+	for (i = 0; i < c->ngit_hosts; i++) {
+		const struct git_host *h = &c->git_hosts[i];
+		size_t ul = strlen(h->upstream);
+
+		if (repo == NULL) {
+			check_say("warning", "git host %s: no session may use git with a "
+			    "repository, so its secret %s was not tried", h->name, h->secret);
+			continue;
+		}
+		xasprintf(&url, "%.*s/%s.git/info/refs?service=git-upload-pack",
+		    (int)(ul > 0 && h->upstream[ul - 1] == '/' ? ul - 1 : ul), h->upstream, repo);
+		for (k = 0; k <= c->nsessions; k++) {
+			const struct session *s = k < c->nsessions ? &c->sessions[k] : NULL;
+			const struct secret_src *src;
+
+			if (s != NULL && !config_session_has_tool(s, "git"))
+				continue;
+			src = secret_resolve(c, s, h->secret);
+			if (src == NULL || check_seen(&seen, &nseen, src, url,
+			    check_ca_file(NULL)))
+				continue;
+			xasprintf(&what, "secret %s%s%s on git host %s (ls-remote %s)", src->name,
+			    s != NULL && src != secret_resolve(c, NULL, src->name) ?
+			    " of session " : "", s != NULL &&
+			    src != secret_resolve(c, NULL, src->name) ? s->name : "",
+			    h->name, repo);
+			check_probe_one(what, src, url, "Basic", h->username, check_ca_file(NULL));
+			free(what);
+		}
+		free(url);
+	}
+	for (i = 0; i < nseen; i++)
+		free(seen[i].url);
+	free(seen);
+}
+
+/* shimbridge check [--no-secrets] [--offline] */
 int
 check_cmd(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		ADM_GLOBAL_LONGOPTS,
 		{ "no-secrets", no_argument, NULL, 'N' },
+		{ "offline", no_argument, NULL, 'O' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct config *c;
 	char *cause = NULL;
-	int ch, no_secrets = 0;
+	int ch, no_secrets = 0, offline = 0;
 	size_t i;
 
 	adm_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
 		if (ch == 'N')
 			no_secrets = 1;
+		else if (ch == 'O')
+			offline = 1;
 		else if (!adm_global_opt(a, ch, optarg)) {
-			fprintf(stderr, "usage: shimbridge check [--no-secrets]\n");
+			fprintf(stderr, "usage: shimbridge check [--no-secrets] [--offline]\n");
 			return ADM_USAGE;
 		}
 	}
 	if (optind != argc) {
-		fprintf(stderr, "usage: shimbridge check [--no-secrets]\n");
+		fprintf(stderr, "usage: shimbridge check [--no-secrets] [--offline]\n");
 		return ADM_USAGE;
 	}
 	check_failures = 0;
+	/* Secret values are loaded below: no core file, no ptrace by other root-less users. */
+	(void)platform_harden_self();
 	adm_store_paths(a);
 	if (sodium_init() < 0) {
 		fprintf(stderr, "shimbridge: libsodium failed to initialise\n");
@@ -438,6 +647,8 @@ check_cmd(struct admin *a, int argc, char **argv)
 	check_store(a);
 	check_shims(a);
 	check_daemon(c);
+	if (!no_secrets && !offline)
+		check_auth(c);
 	config_unref(c);
 	if (check_failures > 0) {
 		printf("%d problem%s found\n", check_failures, check_failures == 1 ? "" : "s");

@@ -56,6 +56,8 @@ EOF
 teardown_file() {
 	local rc=0
 	if [ -n "${SB_DIR:-}" ]; then
+		sb_fakegh_kill "$SB_DIR/fgh"
+		[ ! -s "$SB_DIR/githttp.pid" ] || kill "$(cat "$SB_DIR/githttp.pid")" 2>/dev/null || true
 		SB_PID=$(cat "$SB_DIR/daemon.pid" 2>/dev/null || true)
 		sb_stop || rc=$?
 		rm -rf "$SB_DIR"
@@ -319,4 +321,71 @@ sba_tmp() {
 	[[ $output == *"kept the mirrors of session sbam2"* ]]
 	[ -f "$m/sbam2/github.com/octo/one.git/objects/pack" ]
 	rm -rf "$m/sbam2" "$m/alice"
+}
+
+# --- check: the secrets against their hosts ------------------------------------------
+
+@test "check: one authenticated request per secret and host (ok + scopes, rejected, TLS verified); --offline skips" {
+	local t good gport fport ca
+	t=$(sba_tmp)
+	good="sbagood$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
+	sb_fakegh_run "$SB_DIR/fgh" "$good"
+	fport=$(cat "$SB_DIR/fgh/port")
+	ca=$SB_DIR/certs/ca.pem
+	mkdir -p "$t/git/root/octo"
+	git init -q --bare "$t/git/root/octo/one.git"
+	printf '%s' "$good" >"$t/git/token"
+	"$PY" "$SB_FIXTURES/githttp.py" --root "$t/git/root" --token-file "$t/git/token" \
+		--port-file "$t/git/port" --log "$t/git/log" </dev/null >"$t/git/out" 2>&1 3>&- &
+	echo $! >"$SB_DIR/githttp.pid"
+	sb_wait_for 10 test -s "$t/git/port"
+	gport=$(cat "$t/git/port")
+	(umask 077 && printf '%s' "$good" >"$t/good" && printf 'sbawrongtoken' >"$t/bad")
+	mkdir -m 700 "$t/sessions.d"
+	cat >"$t/config.json" <<EOF
+{
+	$(sb_config_head)
+	"secrets": {"good": {"source": "file", "path": "$t/good"},
+		"bad": {"source": "file", "path": "$t/bad"}},
+	"tools": {
+		"ghgood": {"path": "/usr/bin/gh", "profile": "gh", "host": "localhost:$fport",
+			"secrets": {"GH_ENTERPRISE_TOKEN": "good"}, "env": {"SSL_CERT_FILE": "$ca"}},
+		"ghbad": {"path": "/usr/bin/gh", "profile": "gh", "host": "localhost:$fport",
+			"secrets": {"GH_ENTERPRISE_TOKEN": "bad"}, "env": {"SSL_CERT_FILE": "$ca"}},
+		"ghnoca": {"path": "/usr/bin/gh", "profile": "gh", "host": "localhost:$fport",
+			"secrets": {"GH_ENTERPRISE_TOKEN": "good"}}
+	},
+	"git": {"path": "/usr/bin/git", "helper": "$SB_DIR/libexec/shimbridge-git",
+		"hosts": {"good.example.test": {"upstream": "http://127.0.0.1:$gport", "secret": "good"},
+			"bad.example.test": {"upstream": "http://127.0.0.1:$gport", "secret": "bad"}}}
+}
+EOF
+	chmod 600 "$t/config.json"
+	printf '{"name": "g", "user": "sba-bob", "tools": ["git", "ghgood", "ghbad", "ghnoca"], "repos": ["octo/one"]}\n' \
+		>"$t/sessions.d/g.json"
+	chmod 600 "$t/sessions.d/g.json"
+
+	run -2 env -u SSL_CERT_FILE "$SB_BUILD/shimbridge" -c "$t/config.json" check
+	sb_fakegh_kill "$SB_DIR/fgh"
+	kill "$(cat "$SB_DIR/githttp.pid")"
+	sb_refute_contains "$good" "$output"
+	sb_refute_contains sbawrongtoken "$output"
+	[[ $output == *"ok       secret good on localhost:$fport (tool ghgood): accepted (HTTP 200), scopes: repo, read:org, gist, workflow"* ]]
+	[[ $output == *"FAIL     secret bad on localhost:$fport (tool ghbad): rejected (HTTP 401)"*"shimbridge secret set bad"* ]]
+	# The same secret without the host's CA: the certificate is not trusted.
+	[[ $output =~ FAIL\ +secret\ good\ on\ localhost:$fport\ \(tool\ ghnoca\):\ no\ answer[^$'\n']*certificate ]]
+	[[ $output == *"ok       secret good on git host good.example.test (ls-remote octo/one): accepted (HTTP 200)"* ]]
+	[[ $output == *"FAIL     secret bad on git host bad.example.test (ls-remote octo/one): rejected (HTTP 401)"* ]]
+	# One request per secret and host: good and bad once each at the API.
+	[ "$(grep -c '"/api/v3/user"' "$SB_DIR/fgh/requests.log")" = 2 ]
+	grep '"/api/v3/user"' "$SB_DIR/fgh/requests.log" | grep -q '"auth_ok": *true'
+	grep '"/api/v3/user"' "$SB_DIR/fgh/requests.log" | grep -q '"auth_ok": *false'
+	[ "$(grep -c 'info/refs' "$t/git/log")" = 2 ]
+
+	# --offline (and --no-secrets) make no request at all.
+	: >"$SB_DIR/fgh/requests.log"
+	run env -u SSL_CERT_FILE "$SB_BUILD/shimbridge" -c "$t/config.json" check --offline
+	[[ $output != *"accepted"* ]]
+	[[ $output != *"rejected"* ]]
+	[ ! -s "$SB_DIR/fgh/requests.log" ]
 }
