@@ -47,7 +47,7 @@ setup_file() {
 }
 EOF
 	"$SB_BUILD/shimbridge" -c "$SB_CONFIG" secret init >/dev/null
-	printf tokvalue | "$SB_BUILD/shimbridge" -c "$SB_CONFIG" --no-reload secret set tok >/dev/null
+	printf tokvalue | "$SB_BUILD/shimbridge" -c "$SB_CONFIG" secret set tok --no-reload >/dev/null
 	sb_session alice sba-alice '["say"]' '"repos": ["octo/one", "octo/two"]'
 	sb_start 3>&-
 	echo "$SB_PID" >"$SB_DIR/daemon.pid"
@@ -388,4 +388,18 @@ EOF
 	[[ $output != *"accepted"* ]]
 	[[ $output != *"rejected"* ]]
 	[ ! -s "$SB_DIR/fgh/requests.log" ]
+}
+
+# --- docs -----------------------------------------------------------------------------
+
+@test "README's links to documents resolve; docs/THREATS.md covers the boundaries" {
+	local l
+	for l in $(grep -o '](\(docs/\)\?[A-Za-z0-9_./-]*\.md)' "$SB_ROOT/README.md" | sed 's/^](//; s/)$//'); do
+		[ -f "$SB_ROOT/$l" ] || { echo "README links to missing $l" >&2; return 1; }
+	done
+	grep -q '(docs/THREATS.md)' "$SB_ROOT/README.md"
+	! grep -q '`THREATS.md` of' "$SB_ROOT/README.md"
+	for l in "Trust boundaries" "HTTP-layer injection" "jails" "runner" "Redaction" "Does not stop"; do
+		grep -qi -- "$l" "$SB_ROOT/docs/THREATS.md"
+	done
 }
