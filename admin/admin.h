@@ -159,6 +159,7 @@ struct probe_result {
 	char	*scopes;	/* X-OAuth-Scopes header, or NULL */
 	char	*expires;	/* GitHub-Authentication-Token-Expiration header, or NULL */
 	char	*error;		/* why there was no answer, or NULL */
+	char	*body;		/* the first 4 KiB of the body (NUL-terminated), or NULL */
 };
 /*
  * GET url sending the header authorization ("Authorization: ..."), verifying TLS

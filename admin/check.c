@@ -32,6 +32,7 @@
 
 #define CHECK_VERSION_TIMEOUT	10	/* seconds for a tool's --version */
 #define CHECK_PROBE_TIMEOUT	10	/* seconds for one authenticated request */
+#define CHECK_EXPIRY_WARN	(7 * 86400)	/* warn about a token expiring this soon */
 
 static int check_failures;
 
@@ -432,6 +433,47 @@ check_ca_file(const struct tool *t)
 }
 
 /*
+ * Seconds until a GitHub-Authentication-Token-Expiration date ("2026-01-31
+ * 12:00:00 UTC", also with a numeric zone), 0 when past, -1 when absent or
+ * unreadable.
+ */
+static long long
+check_expiry(const char *v)
+{
+	struct tm tm;
+	const char *rest;
+	time_t when, now = time(NULL);
+	int off = 0;
+
+	if (v == NULL)
+		return -1;
+	memset(&tm, 0, sizeof tm);
+	if ((rest = strptime(v, "%Y-%m-%d %H:%M:%S", &tm)) == NULL)
+		return -1;
+	while (*rest == ' ')
+		rest++;
+	if ((rest[0] == '+' || rest[0] == '-') && strlen(rest) >= 5) {
+		int h = (rest[1] - '0') * 10 + (rest[2] - '0');
+		int m = (rest[rest[3] == ':' ? 4 : 3] - '0') * 10 + (rest[rest[3] == ':' ? 5 : 4] - '0');
+
+		off = (rest[0] == '-' ? -1 : 1) * (h * 3600 + m * 60);
+	} else if (*rest != '\0' && strcmp(rest, "UTC") != 0 && strcmp(rest, "GMT") != 0 &&
+	    strcmp(rest, "Z") != 0)
+		return -1;
+	when = timegm(&tm) - off;
+	return when <= now ? 0 : (long long)(when - now);
+}
+
+/* Whether the host says the token has expired: a past expiry, or a 401 saying so. */
+static int
+check_expired(const struct probe_result *r)
+{
+	if (r->status == 401 && r->body != NULL && strcasestr(r->body, "expired") != NULL)
+		return 1;
+	return check_expiry(r->expires) == 0;
+}
+
+/*
  * One authenticated request with a secret's value: report ok (with the token's
  * scopes and expiry when the host says them), rejected, or no answer. The value
  * lives in guarded memory here; it is never printed.
@@ -479,6 +521,10 @@ check_probe_one(const char *what, const struct secret_src *src, const char *url,
 	if (probe_get(url, hdr, ca_file, CHECK_PROBE_TIMEOUT, &r) != 0)
 		check_say("FAIL", "%s: no answer from %s within %d s: %s", what, url,
 		    CHECK_PROBE_TIMEOUT, r.error);
+	else if (check_expired(&r))
+		check_say("FAIL", "%s: expired (HTTP %d%s%s): store a new token with "
+		    "shimbridge secret set %s", what, r.status, r.expires != NULL ?
+		    ", expiry " : "", r.expires != NULL ? r.expires : "", src->name);
 	else if (r.status == 401)
 		check_say("FAIL", "%s: rejected (HTTP 401): secret %s is wrong, revoked or "
 		    "expired; store a valid token with shimbridge secret set %s", what,
@@ -486,6 +532,11 @@ check_probe_one(const char *what, const struct secret_src *src, const char *url,
 	else if (r.status == 403 || r.status == 404)
 		check_say("warning", "%s: accepted, but HTTP %d for %s (the token may lack a "
 		    "scope or access to the repository)", what, r.status, url);
+	else if (r.status >= 200 && r.status < 300 && check_expiry(r.expires) >= 0 &&
+	    check_expiry(r.expires) < CHECK_EXPIRY_WARN)
+		check_say("warning", "%s: accepted (HTTP %d), but the token expires %s: "
+		    "replace it soon with shimbridge secret set %s", what, r.status, r.expires,
+		    src->name);
 	else if (r.status >= 200 && r.status < 300)
 		check_say("ok", "%s: accepted (HTTP %d)%s%s%s%s%s", what, r.status,
 		    r.scopes != NULL ? ", scopes: " : "",

@@ -17,6 +17,7 @@
 #include "util.h"
 
 #define PROBE_HEADER_MAX	1024	/* longest response header value kept */
+#define PROBE_BODY_MAX		4096	/* bytes of the body kept (for an error message) */
 
 /* Keep the two response headers check reports (case-insensitive names). */
 static size_t
@@ -51,13 +52,21 @@ probe_header(char *buf, size_t size, size_t n, void *arg)
 	return len;
 }
 
-/* Discard the body. */
+/* Keep the start of the body (an error message says why), discard the rest. */
 static size_t
 probe_body(char *buf, size_t size, size_t n, void *arg)
 {
-	(void)buf;
-	(void)arg;
-	return size * n;
+	struct probe_result *r = arg;
+	size_t len = size * n, have = r->body != NULL ? strlen(r->body) : 0, take;
+
+	take = have + len > PROBE_BODY_MAX ? PROBE_BODY_MAX - have : len;
+	if (take > 0) {
+		r->body = xreallocarray(r->body, have + take + 1, 1);
+		memcpy(r->body + have, buf, take);
+		r->body[have + take] = '\0';
+		/* A NUL in the body ends what is kept: the text is only searched. */
+	}
+	return len;
 }
 
 /* GET url with one Authorization header; fills *r (probe_result_free). */
@@ -108,6 +117,7 @@ probe_get(const char *url, const char *authorization, const char *ca_file, long 
 	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, probe_header);
 	curl_easy_setopt(curl, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, probe_body);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
 	if ((cc = curl_easy_perform(curl)) != CURLE_OK) {
 		xasprintf(&r->error, "%s", errbuf[0] != '\0' ? errbuf : curl_easy_strerror(cc));
@@ -132,5 +142,6 @@ probe_result_free(struct probe_result *r)
 	free(r->scopes);
 	free(r->expires);
 	free(r->error);
+	free(r->body);
 	memset(r, 0, sizeof *r);
 }

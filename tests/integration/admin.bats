@@ -58,6 +58,7 @@ teardown_file() {
 	if [ -n "${SB_DIR:-}" ]; then
 		sb_fakegh_kill "$SB_DIR/fgh"
 		[ ! -s "$SB_DIR/githttp.pid" ] || kill "$(cat "$SB_DIR/githttp.pid")" 2>/dev/null || true
+		[ ! -s "$SB_DIR/up.pid" ] || kill "$(cat "$SB_DIR/up.pid")" 2>/dev/null || true
 		SB_PID=$(cat "$SB_DIR/daemon.pid" 2>/dev/null || true)
 		sb_stop || rc=$?
 		rm -rf "$SB_DIR"
@@ -402,4 +403,59 @@ EOF
 	for l in "Trust boundaries" "HTTP-layer injection" "jails" "runner" "Redaction" "Does not stop"; do
 		grep -qi -- "$l" "$SB_ROOT/docs/THREATS.md"
 	done
+}
+
+@test "check: a token the host calls expired is reported expired; one expiring within 7 days is a warning" {
+	local t port soon
+	t=$(sba_tmp)
+	soon=$(date -u -d '+2 days' '+%Y-%m-%d %H:%M:%S UTC')
+	# A stand-in upstream: 401 "token expired" for one token, 200 with an expiry for the other.
+	cat >"$t/up.py" <<'EOF'
+import base64, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+soon = sys.argv[2]
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+    def do_GET(self):
+        auth = self.headers.get("Authorization", "")
+        cred = base64.b64decode(auth[6:]).decode() if auth.startswith("Basic ") else ""
+        if cred.endswith(":sbaexpired"):
+            body = b'{"message": "Token expired"}'
+            self.send_response(401)
+        else:
+            body = b"ok"
+            self.send_response(200)
+            self.send_header("GitHub-Authentication-Token-Expiration", soon)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+s = HTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1], "w").write(str(s.server_port))
+s.serve_forever()
+EOF
+	"$PY" "$t/up.py" "$t/port" "$soon" </dev/null >/dev/null 2>&1 3>&- &
+	echo $! >"$SB_DIR/up.pid"
+	sb_wait_for 10 test -s "$t/port"
+	port=$(cat "$t/port")
+	(umask 077 && printf sbaexpired >"$t/expired" && printf sbasoon >"$t/soon")
+	mkdir -m 700 "$t/sessions.d"
+	cat >"$t/config.json" <<EOF
+{
+	$(sb_config_head)
+	"secrets": {"old": {"source": "file", "path": "$t/expired"},
+		"soon": {"source": "file", "path": "$t/soon"}},
+	"tools": {},
+	"git": {"path": "/usr/bin/git", "helper": "$SB_DIR/libexec/shimbridge-git",
+		"hosts": {"old.example.test": {"upstream": "http://127.0.0.1:$port", "secret": "old"},
+			"soon.example.test": {"upstream": "http://127.0.0.1:$port", "secret": "soon"}}}
+}
+EOF
+	chmod 600 "$t/config.json"
+	printf '{"name": "g", "user": "sba-bob", "tools": ["git"], "repos": ["octo/one"]}\n' >"$t/sessions.d/g.json"
+	chmod 600 "$t/sessions.d/g.json"
+	run -2 "$SB_BUILD/shimbridge" -c "$t/config.json" check
+	kill "$(cat "$SB_DIR/up.pid")"
+	[[ $output == *"FAIL     secret old on git host old.example.test (ls-remote octo/one): expired (HTTP 401)"* ]]
+	[[ $output == *"warning  secret soon on git host soon.example.test (ls-remote octo/one): accepted (HTTP 200), but the token expires $soon"* ]]
 }
