@@ -12,6 +12,7 @@ CFLAGS     ?= -O2 -g
 HARDEN     := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
 LDHARDEN   := -pie -Wl,-z,relro,-z,now
 LIBS       := -levent -ljansson -lsodium
+ADMIN_LIBS := -lcurl
 SANFLAGS   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 B          := build
@@ -57,7 +58,7 @@ $(B)/fuzz/%.o: %.c $(HDRS)
 $(B)/shimbridged: $(call obj,bridge/main.c $(BRIDGE_SRC) $(COMMON_SRC))
 	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS)
 $(B)/shimbridge: $(call obj,$(ADMIN_SRC) $(BRIDGE_SRC) $(COMMON_SRC))
-	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS)
+	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS) $(ADMIN_LIBS)
 $(B)/shimbridge-git: $(call obj,$(GIT_SRC) bridge/redact.c $(COMMON_SRC))
 	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS)
 
@@ -71,7 +72,7 @@ $(B)/shim: $(SHIM_SRC) $(SHIM_COMMON) $(HDRS)
 $(B)/san/shimbridged: $(call sobj,bridge/main.c $(BRIDGE_SRC) $(COMMON_SRC))
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
 $(B)/san/shimbridge: $(call sobj,$(ADMIN_SRC) $(BRIDGE_SRC) $(COMMON_SRC))
-	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS) $(ADMIN_LIBS)
 $(B)/san/shimbridge-git: $(call sobj,$(GIT_SRC) bridge/redact.c $(COMMON_SRC))
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
 $(B)/san/shim: $(call sobj,$(SHIM_SRC) $(SHIM_COMMON))

@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,14 +28,17 @@ adm_global_opt(struct admin *a, int ch, const char *arg)
 	case 'c':
 		a->config = arg;
 		return 1;
-	case 0x100:
+	case ADM_OPT_STORE:
 		a->store = arg;
 		return 1;
-	case 0x101:
+	case ADM_OPT_KEY:
 		a->key = arg;
 		return 1;
-	case 0x102:
+	case ADM_OPT_SHIM_DIR:
 		a->shim_dir = arg;
+		return 1;
+	case ADM_OPT_NO_RELOAD:
+		a->no_reload = 1;
 		return 1;
 	}
 	return 0;
@@ -64,23 +68,66 @@ adm_json_str(json_t *obj, const char *key, const char *def)
 }
 
 /*
+ * A string member found in JSON text that does not parse: the value of the first
+ * "key": "..." after the first match of the extended regular expression before
+ * (NULL: anywhere). Good enough to find a path in a config with a typo elsewhere.
+ */
+static char *
+adm_salvage(const char *text, const char *before, const char *key)
+{
+	regex_t re;
+	regmatch_t m[2];
+	char *pat, *v = NULL;
+
+	xasprintf(&pat, "%s\"%s\"[[:space:]]*:[[:space:]]*\"([^\"\\\n]+)\"",
+	    before != NULL ? before : "", key);
+	if (regcomp(&re, pat, REG_EXTENDED) == 0) {
+		if (regexec(&re, text, 2, m, 0) == 0 && m[1].rm_so >= 0)
+			v = xstrndup(text + m[1].rm_so, (size_t)(m[1].rm_eo - m[1].rm_so));
+		regfree(&re);
+	}
+	free(pat);
+	return v;
+}
+
+/* Replace *slot by v when v is not NULL. */
+static void
+adm_take(char **slot, char *v)
+{
+	if (v != NULL) {
+		free(*slot);
+		*slot = v;
+	}
+}
+
+/*
  * The daemon's paths from a config, read without validation: status, reload and
  * audit must work while the config on disk is broken (that is when they matter).
+ * A config that does not parse still yields every path that can be found in its
+ * text, and the defaults for the rest.
  */
 int
 adm_paths_load(const char *config, struct adm_paths *p, char **cause)
 {
 	json_error_t je;
 	json_t *root, *sock, *st;
-	char *copy;
+	char *copy, *text = NULL;
+	long len;
+	FILE *f;
+	int rc = 0;
 
 	memset(p, 0, sizeof *p);
 	root = json_load_file(config, 0, &je);
 	if (root == NULL || !json_is_object(root)) {
-		xasprintf(cause, "%s: %s", config, root == NULL ? je.text :
-		    "the top level is not a JSON object");
+		if (root == NULL && je.line > 0)
+			xasprintf(cause, "%s:%d:%d: %s", config, je.line, je.column, je.text);
+		else if (root == NULL)
+			xasprintf(cause, "%s: %s", config, je.text);
+		else
+			xasprintf(cause, "%s:1:1: the top level is not a JSON object", config);
 		json_decref(root);
-		return -1;
+		root = NULL;
+		rc = 1;
 	}
 	sock = json_object_get(root, "socket");
 	p->socket = adm_json_str(sock, "path", ADM_SOCKET);
@@ -98,8 +145,33 @@ adm_paths_load(const char *config, struct adm_paths *p, char **cause)
 		free(p->sessions_dir);
 		p->sessions_dir = adm_json_str(root, "sessions_dir", NULL);
 	}
+	if (rc != 0 && (f = fopen(config, "re")) != NULL) {
+		/* Broken JSON: take what paths its text still names (first 1 MiB). */
+		text = xmalloc(1024 * 1024 + 1);
+		len = (long)fread(text, 1, 1024 * 1024, f);
+		fclose(f);
+		text[len] = '\0';
+		adm_take(&p->socket, adm_salvage(text, "\"socket\"[[:space:]]*:[[:space:]]*\\{[^}]*",
+		    "path"));
+		adm_take(&p->group, adm_salvage(text, "\"socket\"[[:space:]]*:[[:space:]]*\\{[^}]*",
+		    "group"));
+		adm_take(&p->audit, adm_salvage(text, NULL, "audit_log"));
+		adm_take(&p->state, adm_salvage(text, NULL, "state_dir"));
+		adm_take(&p->sessions_dir, adm_salvage(text, NULL, "sessions_dir"));
+		free(text);
+	}
 	json_decref(root);
-	return 0;
+	return rc;
+}
+
+/* Say that the config is broken and that a read-only command goes on without it. */
+void
+adm_paths_warn(const char *cause)
+{
+	fprintf(stderr, "shimbridge: warning: ");
+	adm_puts_safe(stderr, cause);
+	fprintf(stderr, "\nshimbridge: going on with the paths the config still names and "
+	    "the defaults (shimbridge check shows every problem)\n");
 }
 
 /* Free what adm_paths_load filled in. */
@@ -254,6 +326,7 @@ adm_store_paths(struct admin *a)
 		return;
 	if (adm_paths_load(a->config, &p, &cause) != 0) {
 		free(cause);
+		adm_paths_free(&p);
 		if (a->store == NULL)
 			a->store = ADM_STORE;
 		if (a->key == NULL)

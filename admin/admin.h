@@ -26,6 +26,23 @@
 #define ADM_SOCKET	"/run/shimbridge/bridge.sock"	/* the daemon's default */
 #define ADM_AUDIT	"/var/log/shimbridge/audit.log"
 #define ADM_STATE	"/var/lib/shimbridge"
+#define ADM_AUDIT_GROUP	"shimbridge-audit"	/* may read the audit log (installer makes it) */
+
+/*
+ * Global options: accepted before the command word and after it (every command's
+ * option table starts with ADM_GLOBAL_LONGOPTS and hands what it does not know
+ * to adm_global_opt).
+ */
+#define ADM_OPT_STORE		0x100
+#define ADM_OPT_KEY		0x101
+#define ADM_OPT_SHIM_DIR	0x102
+#define ADM_OPT_NO_RELOAD	0x103
+#define ADM_GLOBAL_LONGOPTS \
+	{ "config", required_argument, NULL, 'c' }, \
+	{ "store", required_argument, NULL, ADM_OPT_STORE }, \
+	{ "key", required_argument, NULL, ADM_OPT_KEY }, \
+	{ "shim-dir", required_argument, NULL, ADM_OPT_SHIM_DIR }, \
+	{ "no-reload", no_argument, NULL, ADM_OPT_NO_RELOAD }
 
 /* Global options, shared by every command. */
 struct admin {
@@ -33,6 +50,7 @@ struct admin {
 	const char	*store;		/* --store, else the config's store.path, else ADM_STORE */
 	const char	*key;		/* --key, else the config's store.key, else ADM_KEY */
 	const char	*shim_dir;	/* --shim-dir */
+	int		 no_reload;	/* --no-reload: changes do not reload the daemon */
 	char		*owned[2];	/* copies adm_store_paths made; freed by adm_free */
 };
 
@@ -52,9 +70,15 @@ struct adm_paths {
 int	 adm_global_opt(struct admin *, int ch, const char *arg);
 /* Reset getopt so a command can parse its own arguments from argv[0] = command word. */
 void	 adm_getopt_reset(void);
-/* Read main-config paths leniently (defaults for what is missing). 0, or -1 and *cause. */
+/*
+ * Read main-config paths leniently: defaults for what is missing, and for a file
+ * that cannot be read or parsed what its text still names. Always fills p;
+ * returns 0, or 1 and *cause ("FILE:LINE:COLUMN: what") when the file is broken.
+ */
 int	 adm_paths_load(const char *config, struct adm_paths *, char **cause);
 void	 adm_paths_free(struct adm_paths *);
+/* Warn that the config is broken (cause from adm_paths_load) and a command goes on. */
+void	 adm_paths_warn(const char *cause);
 /* Print s with control characters and invalid bytes shown as \xNN (audit data is hostile). */
 void	 adm_puts_safe(FILE *, const char *s);
 /* The same into a new string. */
@@ -99,6 +123,8 @@ int	 check_cmd(struct admin *, int argc, char **argv);
 int	 auditview_cmd(struct admin *, int argc, char **argv);
 /* mirrors.c */
 int	 mirrors_cmd(struct admin *, int argc, char **argv);
+/* Remove all mirrors of a session (those in use are kept and named). 0, or -1. */
+int	 mirrors_remove_session(const char *state_dir, const char *session);
 
 /* users.c: accounts and identity switching. */
 struct users_id {
@@ -126,6 +152,23 @@ int	 users_run_as(const struct users_id *, int (*fn)(void *), void *arg);
  */
 int	 users_exec(const struct users_id *, const char *dir, const char *file,
 	    char *const argv[], char *const envp[]);
+
+/* probe.c: one authenticated GET for shimbridge check (libcurl). */
+struct probe_result {
+	int	 status;	/* HTTP status; 0 when there was no answer */
+	char	*scopes;	/* X-OAuth-Scopes header, or NULL */
+	char	*expires;	/* GitHub-Authentication-Token-Expiration header, or NULL */
+	char	*error;		/* why there was no answer, or NULL */
+	char	*body;		/* the first 4 KiB of the body (NUL-terminated), or NULL */
+};
+/*
+ * GET url sending the header authorization ("Authorization: ..."), verifying TLS
+ * against ca_file (NULL: the system CAs), within timeout seconds. 0 with
+ * r->status, or -1 with r->error. Free r with probe_result_free either way.
+ */
+int	 probe_get(const char *url, const char *authorization, const char *ca_file,
+	    long timeout, struct probe_result *r);
+void	 probe_result_free(struct probe_result *);
 
 /* ptyrun.c: the terminal relay used by users_exec. */
 int	 ptyrun(const struct users_id *, const char *dir, const char *file,

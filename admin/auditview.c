@@ -70,9 +70,20 @@ auditview_result(json_t *o, const char *event)
 	return xstrdup("");
 }
 
+/* --json: print a record as one compact JSON line (ASCII: nothing raw reaches a terminal). */
+static void
+auditview_json(json_t *o)
+{
+	char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+
+	if (s != NULL)
+		printf("%s\n", s);
+	free(s);
+}
+
 /* Print one record (a raw line when it is not JSON). */
 static void
-auditview_line(const char *line, size_t len, const char *session)
+auditview_line(const char *line, size_t len, const char *session, int json)
 {
 	json_t *o = json_loadb(line, len, 0, NULL);
 	const char *time, *sess, *event, *tool;
@@ -82,6 +93,18 @@ auditview_line(const char *line, size_t len, const char *session)
 		json_decref(o);
 		if (session != NULL)
 			return;
+		if (json) {
+			row = xstrndup(line, len);
+			row[strcspn(row, "\n")] = '\0';
+			o = json_object();
+			json_object_set_new(o, "unparsed", json_stringn(row, strlen(row)));
+			if (json_object_get(o, "unparsed") == NULL)	/* not UTF-8 */
+				json_object_set_new(o, "unparsed", json_string("(not UTF-8)"));
+			auditview_json(o);
+			json_decref(o);
+			free(row);
+			return;
+		}
 		row = xstrndup(line, len);
 		row[strcspn(row, "\n")] = '\0';
 		fputs("? ", stdout);
@@ -92,6 +115,11 @@ auditview_line(const char *line, size_t len, const char *session)
 	}
 	sess = auditview_str(o, "session");
 	if (session != NULL && (sess == NULL || strcmp(sess, session) != 0)) {
+		json_decref(o);
+		return;
+	}
+	if (json) {
+		auditview_json(o);
 		json_decref(o);
 		return;
 	}
@@ -127,15 +155,16 @@ auditview_nap(void)
 	nanosleep(&ts, NULL);
 }
 
-/* shimbridge audit [--session S] [--follow] [--file PATH] */
+/* shimbridge audit [--session S] [--follow] [--file PATH] [--json] */
 int
 auditview_cmd(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
+		ADM_GLOBAL_LONGOPTS,
 		{ "session", required_argument, NULL, 's' },
 		{ "follow", no_argument, NULL, 'f' },
 		{ "file", required_argument, NULL, 'F' },
+		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *session = NULL, *file = NULL;
@@ -146,7 +175,7 @@ auditview_cmd(struct admin *a, int argc, char **argv)
 	char *partial = NULL;
 	ino_t ino;
 	FILE *f;
-	int ch, follow = 0;
+	int ch, follow = 0, json = 0;
 
 	adm_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "c:s:f", longopts, NULL)) != -1) {
@@ -156,6 +185,8 @@ auditview_cmd(struct admin *a, int argc, char **argv)
 			follow = 1;
 		else if (ch == 'F')
 			file = optarg;
+		else if (ch == 'j')
+			json = 1;
 		else if (!adm_global_opt(a, ch, optarg))
 			goto usage;
 	}
@@ -164,17 +195,23 @@ auditview_cmd(struct admin *a, int argc, char **argv)
 	memset(&p, 0, sizeof p);
 	if (file == NULL) {
 		if (adm_paths_load(a->config, &p, &cause) != 0) {
-			fprintf(stderr, "shimbridge: %s\n", cause);
+			adm_paths_warn(cause);
 			free(cause);
-			return ADM_INVALID;
 		}
 		path = xstrdup(p.audit);
 	} else
 		path = xstrdup(file);
 	adm_paths_free(&p);
 	if ((f = fopen(path, "re")) == NULL) {
+		int e = errno;
+
 		fprintf(stderr, "shimbridge: cannot open the audit log %s: %s\n", path,
-		    strerror(errno));
+		    strerror(e));
+		if (e == EACCES)
+			fprintf(stderr, "shimbridge: the audit log is readable by root and by "
+			    "the members of the group " ADM_AUDIT_GROUP " (usermod -a -G "
+			    ADM_AUDIT_GROUP " USER, then log in again)\n");
+		errno = e;
 		free(path);
 		return errno == ENOENT ? ADM_INVALID : ADM_FAIL;
 	}
@@ -196,10 +233,10 @@ auditview_cmd(struct admin *a, int argc, char **argv)
 			if (pend > 0) {
 				partial = xreallocarray(partial, pend + (size_t)n + 1, 1);
 				memcpy(partial + pend, line, (size_t)n + 1);
-				auditview_line(partial, pend + (size_t)n, session);
+				auditview_line(partial, pend + (size_t)n, session, json);
 				pend = 0;
 			} else
-				auditview_line(line, (size_t)n, session);
+				auditview_line(line, (size_t)n, session, json);
 		}
 		if (!follow)
 			break;
@@ -218,13 +255,14 @@ auditview_cmd(struct admin *a, int argc, char **argv)
 		}
 	}
 	if (pend > 0 && session == NULL)
-		auditview_line(partial, pend, session);
+		auditview_line(partial, pend, session, json);
 	fclose(f);
 	free(line);
 	free(partial);
 	free(path);
 	return ADM_OK;
 usage:
-	fprintf(stderr, "usage: shimbridge audit [--session NAME] [--follow] [--file PATH]\n");
+	fprintf(stderr, "usage: shimbridge audit [--session NAME] [--follow] [--file PATH] "
+	    "[--json]\n");
 	return ADM_USAGE;
 }

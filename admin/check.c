@@ -25,10 +25,14 @@
 
 #include "admin.h"
 #include "config.h"
+#include "platform.h"
+#include "secret.h"
 #include "store.h"
 #include "util.h"
 
 #define CHECK_VERSION_TIMEOUT	10	/* seconds for a tool's --version */
+#define CHECK_PROBE_TIMEOUT	10	/* seconds for one authenticated request */
+#define CHECK_EXPIRY_WARN	(7 * 86400)	/* warn about a token expiring this soon */
 
 static int check_failures;
 
@@ -272,17 +276,26 @@ check_socket(const struct config *c)
 static void
 check_dirs(const struct config *c)
 {
-	char *copy = xstrdup(c->audit_path);
-	struct stat st;
+	char *copy = xstrdup(c->audit_path), *dir = dirname(copy);
+	struct stat st, dst;
+	struct group *gr;
 
-	check_root_dir("audit directory", dirname(copy), 0, 0);
+	check_root_dir("audit directory", dir, 0, 0);
+	if (stat(dir, &dst) != 0)
+		dst.st_gid = 0;
 	free(copy);
 	if (lstat(c->audit_path, &st) == 0) {
-		if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077))
-			check_say("FAIL", "audit log %s must be a root-owned file without group "
-			    "or other access (mode %04o)", c->audit_path,
-			    (unsigned)(st.st_mode & 07777));
-		else
+		/* Group read only for the directory's group (shimbridge-audit), never root's. */
+		if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 037) ||
+		    ((st.st_mode & 040) && (st.st_gid == 0 || st.st_gid != dst.st_gid)))
+			check_say("FAIL", "audit log %s must be a root-owned file, readable at "
+			    "most by the group of its directory (mode %04o, group %u)",
+			    c->audit_path, (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid);
+		else if (st.st_mode & 040) {
+			gr = getgrgid(st.st_gid);
+			check_say("ok", "audit log %s (readable by group %s)", c->audit_path,
+			    gr != NULL ? gr->gr_name : "?");
+		} else
 			check_say("ok", "audit log %s", c->audit_path);
 	}
 	check_root_dir("state directory", c->state_dir, 0755, 0);
@@ -379,37 +392,290 @@ check_daemon(const struct config *c)
 	json_decref(st);
 }
 
-/* shimbridge check [--no-secrets] */
+/* One probe target: a secret on a host, deduplicated by (source, url, CA file). */
+struct check_probe {
+	const struct secret_src	*src;
+	char			*url;
+	const char		*ca_file;
+};
+
+/* Whether (src, url, ca_file) was probed already; remembers it if not. */
+static int
+check_seen(struct check_probe **v, size_t *n, const struct secret_src *src, const char *url,
+    const char *ca_file)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++) {
+		if ((*v)[i].src == src && strcmp((*v)[i].url, url) == 0 &&
+		    ((*v)[i].ca_file == NULL ? ca_file == NULL :
+		    ca_file != NULL && strcmp((*v)[i].ca_file, ca_file) == 0))
+			return 1;
+	}
+	*v = xreallocarray(*v, *n + 1, sizeof **v);
+	(*v)[*n].src = src;
+	(*v)[*n].ca_file = ca_file;
+	(*v)[(*n)++].url = xstrdup(url);
+	return 0;
+}
+
+/* A tool's SSL_CERT_FILE from its env, else the caller's; NULL for the system CAs. */
+static const char *
+check_ca_file(const struct tool *t)
+{
+	size_t i;
+
+	for (i = 0; t != NULL && i < t->nenv; i++) {
+		if (strcmp(t->env[i].name, "SSL_CERT_FILE") == 0)
+			return t->env[i].value;
+	}
+	return getenv("SSL_CERT_FILE");
+}
+
+/*
+ * Seconds until a GitHub-Authentication-Token-Expiration date ("2026-01-31
+ * 12:00:00 UTC", also with a numeric zone), 0 when past, -1 when absent or
+ * unreadable.
+ */
+static long long
+check_expiry(const char *v)
+{
+	struct tm tm;
+	const char *rest;
+	time_t when, now = time(NULL);
+	int off = 0;
+
+	if (v == NULL)
+		return -1;
+	memset(&tm, 0, sizeof tm);
+	if ((rest = strptime(v, "%Y-%m-%d %H:%M:%S", &tm)) == NULL)
+		return -1;
+	while (*rest == ' ')
+		rest++;
+	if ((rest[0] == '+' || rest[0] == '-') && strlen(rest) >= 5) {
+		int h = (rest[1] - '0') * 10 + (rest[2] - '0');
+		int m = (rest[rest[3] == ':' ? 4 : 3] - '0') * 10 + (rest[rest[3] == ':' ? 5 : 4] - '0');
+
+		off = (rest[0] == '-' ? -1 : 1) * (h * 3600 + m * 60);
+	} else if (*rest != '\0' && strcmp(rest, "UTC") != 0 && strcmp(rest, "GMT") != 0 &&
+	    strcmp(rest, "Z") != 0)
+		return -1;
+	when = timegm(&tm) - off;
+	return when <= now ? 0 : (long long)(when - now);
+}
+
+/* Whether the host says the token has expired: a past expiry, or a 401 saying so. */
+static int
+check_expired(const struct probe_result *r)
+{
+	if (r->status == 401 && r->body != NULL && strcasestr(r->body, "expired") != NULL)
+		return 1;
+	return check_expiry(r->expires) == 0;
+}
+
+/*
+ * One authenticated request with a secret's value: report ok (with the token's
+ * scopes and expiry when the host says them), rejected, or no answer. The value
+ * lives in guarded memory here; it is never printed.
+ */
+static void
+check_probe_one(const char *what, const struct secret_src *src, const char *url,
+    const char *scheme, const char *username, const char *ca_file)
+{
+	struct probe_result r;
+	unsigned char *cred = NULL;
+	char *hdr = NULL;
+	size_t clen, hlen, b64;
+
+	if (src->value == NULL) {
+		check_say("FAIL", "%s: secret %s has no value: %s", what, src->name,
+		    src->error != NULL ? src->error : "not loaded");
+		return;
+	}
+	if (strcmp(scheme, "Basic") == 0) {
+		/* "user:secret" in base64, built in guarded memory. */
+		clen = strlen(username) + 1 + src->len;
+		b64 = sodium_base64_ENCODED_LEN(clen, sodium_base64_VARIANT_ORIGINAL);
+		hlen = strlen("Authorization: Basic ") + b64;
+		if ((cred = sodium_malloc(clen)) == NULL || (hdr = sodium_malloc(hlen)) == NULL)
+			goto nomem;
+		memcpy(cred, username, strlen(username));
+		cred[strlen(username)] = ':';
+		memcpy(cred + strlen(username) + 1, src->value, src->len);
+		memcpy(hdr, "Authorization: Basic ", strlen("Authorization: Basic "));
+		sodium_bin2base64(hdr + strlen("Authorization: Basic "), b64, cred, clen,
+		    sodium_base64_VARIANT_ORIGINAL);
+	} else {
+		hlen = strlen("Authorization: token ") + src->len + 1;
+		if ((hdr = sodium_malloc(hlen)) == NULL)
+			goto nomem;
+		memcpy(hdr, "Authorization: token ", strlen("Authorization: token "));
+		memcpy(hdr + strlen("Authorization: token "), src->value, src->len);
+		hdr[hlen - 1] = '\0';
+	}
+	if (memchr(src->value, '\n', src->len) != NULL || memchr(src->value, '\r', src->len) != NULL) {
+		check_say("FAIL", "%s: secret %s holds a line break; it cannot be a token",
+		    what, src->name);
+		goto out;
+	}
+	if (probe_get(url, hdr, ca_file, CHECK_PROBE_TIMEOUT, &r) != 0)
+		check_say("FAIL", "%s: no answer from %s within %d s: %s", what, url,
+		    CHECK_PROBE_TIMEOUT, r.error);
+	else if (check_expired(&r))
+		check_say("FAIL", "%s: expired (HTTP %d%s%s): store a new token with "
+		    "shimbridge secret set %s", what, r.status, r.expires != NULL ?
+		    ", expiry " : "", r.expires != NULL ? r.expires : "", src->name);
+	else if (r.status == 401)
+		check_say("FAIL", "%s: rejected (HTTP 401): secret %s is wrong, revoked or "
+		    "expired; store a valid token with shimbridge secret set %s", what,
+		    src->name, src->name);
+	else if (r.status == 403 || r.status == 404)
+		check_say("warning", "%s: accepted, but HTTP %d for %s (the token may lack a "
+		    "scope or access to the repository)", what, r.status, url);
+	else if (r.status >= 200 && r.status < 300 && check_expiry(r.expires) >= 0 &&
+	    check_expiry(r.expires) < CHECK_EXPIRY_WARN)
+		check_say("warning", "%s: accepted (HTTP %d), but the token expires %s: "
+		    "replace it soon with shimbridge secret set %s", what, r.status, r.expires,
+		    src->name);
+	else if (r.status >= 200 && r.status < 300)
+		check_say("ok", "%s: accepted (HTTP %d)%s%s%s%s%s", what, r.status,
+		    r.scopes != NULL ? ", scopes: " : "",
+		    r.scopes != NULL ? (*r.scopes != '\0' ? r.scopes : "none") : "",
+		    r.expires != NULL ? ", expires " : "", r.expires != NULL ? r.expires : "",
+		    r.scopes == NULL && r.expires == NULL && strcmp(scheme, "token") == 0 ?
+		    " (fine-grained token: no scope list)" : "");
+	else
+		check_say("FAIL", "%s: HTTP %d from %s", what, r.status, url);
+	probe_result_free(&r);
+	goto out;
+nomem:
+	check_say("FAIL", "%s: cannot allocate guarded memory", what);
+out:
+	if (cred != NULL)
+		sodium_free(cred);
+	if (hdr != NULL)
+		sodium_free(hdr);
+}
+
+/*
+ * Every secret that reaches a host, tried once there: gh tools' tokens with
+ * GET /user (github.com's API) or /api/v3/user (GitHub Enterprise Server), git
+ * hosts' tokens with the request `git ls-remote` makes first (info/refs of the
+ * first repository a git session may use). Session overrides are tried too.
+ */
+static void
+check_auth(const struct config *c)
+{
+	struct check_probe *seen = NULL;
+	const char *repo = NULL;
+	char *url, *what;
+	size_t nseen = 0, i, j, k;
+
+	for (i = 0; i < c->ntools; i++) {
+		const struct tool *t = &c->tools[i];
+		const char *host = t->host != NULL ? t->host : "github.com";
+
+		if (t->profile != PROFILE_GH)
+			continue;
+		if (strcmp(host, "github.com") == 0)
+			url = xstrdup("https://api.github.com/user");
+		else
+			xasprintf(&url, "https://%s/api/v3/user", host);
+		for (j = 0; j < t->nsecrets; j++) {
+			for (k = 0; k <= c->nsessions; k++) {
+				const struct session *s = k < c->nsessions ? &c->sessions[k] : NULL;
+				const struct secret_src *src;
+
+				if (s != NULL && !config_session_has_tool(s, t->name))
+					continue;
+				src = secret_resolve(c, s, t->secrets[j].secret);
+				if (src == NULL || check_seen(&seen, &nseen, src, url,
+				    check_ca_file(t)))
+					continue;
+				xasprintf(&what, "secret %s%s%s on %s (tool %s)", src->name,
+				    s != NULL && src != secret_resolve(c, NULL, src->name) ?
+				    " of session " : "", s != NULL &&
+				    src != secret_resolve(c, NULL, src->name) ? s->name : "",
+				    host, t->name);
+				check_probe_one(what, src, url, "token", NULL, check_ca_file(t));
+				free(what);
+			}
+		}
+		free(url);
+	}
+	for (k = 0; k < c->nsessions && repo == NULL; k++) {
+		if (config_session_has_tool(&c->sessions[k], "git") && c->sessions[k].nrepos > 0)
+			repo = c->sessions[k].repos[0];
+	}
+	for (i = 0; i < c->ngit_hosts; i++) {
+		const struct git_host *h = &c->git_hosts[i];
+		size_t ul = strlen(h->upstream);
+
+		if (repo == NULL) {
+			check_say("warning", "git host %s: no session may use git with a "
+			    "repository, so its secret %s was not tried", h->name, h->secret);
+			continue;
+		}
+		xasprintf(&url, "%.*s/%s.git/info/refs?service=git-upload-pack",
+		    (int)(ul > 0 && h->upstream[ul - 1] == '/' ? ul - 1 : ul), h->upstream, repo);
+		for (k = 0; k <= c->nsessions; k++) {
+			const struct session *s = k < c->nsessions ? &c->sessions[k] : NULL;
+			const struct secret_src *src;
+
+			if (s != NULL && !config_session_has_tool(s, "git"))
+				continue;
+			src = secret_resolve(c, s, h->secret);
+			if (src == NULL || check_seen(&seen, &nseen, src, url,
+			    check_ca_file(NULL)))
+				continue;
+			xasprintf(&what, "secret %s%s%s on git host %s (ls-remote %s)", src->name,
+			    s != NULL && src != secret_resolve(c, NULL, src->name) ?
+			    " of session " : "", s != NULL &&
+			    src != secret_resolve(c, NULL, src->name) ? s->name : "",
+			    h->name, repo);
+			check_probe_one(what, src, url, "Basic", h->username, check_ca_file(NULL));
+			free(what);
+		}
+		free(url);
+	}
+	for (i = 0; i < nseen; i++)
+		free(seen[i].url);
+	free(seen);
+}
+
+/* shimbridge check [--no-secrets] [--offline] */
 int
 check_cmd(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "store", required_argument, NULL, 0x100 },
-		{ "key", required_argument, NULL, 0x101 },
-		{ "shim-dir", required_argument, NULL, 0x102 },
+		ADM_GLOBAL_LONGOPTS,
 		{ "no-secrets", no_argument, NULL, 'N' },
+		{ "offline", no_argument, NULL, 'O' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct config *c;
 	char *cause = NULL;
-	int ch, no_secrets = 0;
+	int ch, no_secrets = 0, offline = 0;
 	size_t i;
 
 	adm_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
 		if (ch == 'N')
 			no_secrets = 1;
+		else if (ch == 'O')
+			offline = 1;
 		else if (!adm_global_opt(a, ch, optarg)) {
-			fprintf(stderr, "usage: shimbridge check [--no-secrets]\n");
+			fprintf(stderr, "usage: shimbridge check [--no-secrets] [--offline]\n");
 			return ADM_USAGE;
 		}
 	}
 	if (optind != argc) {
-		fprintf(stderr, "usage: shimbridge check [--no-secrets]\n");
+		fprintf(stderr, "usage: shimbridge check [--no-secrets] [--offline]\n");
 		return ADM_USAGE;
 	}
 	check_failures = 0;
+	/* Secret values are loaded below: no core file, no ptrace by other root-less users. */
+	(void)platform_harden_self();
 	adm_store_paths(a);
 	if (sodium_init() < 0) {
 		fprintf(stderr, "shimbridge: libsodium failed to initialise\n");
@@ -432,6 +698,8 @@ check_cmd(struct admin *a, int argc, char **argv)
 	check_store(a);
 	check_shims(a);
 	check_daemon(c);
+	if (!no_secrets && !offline)
+		check_auth(c);
 	config_unref(c);
 	if (check_failures > 0) {
 		printf("%d problem%s found\n", check_failures, check_failures == 1 ? "" : "s");

@@ -323,9 +323,9 @@ ctl_reload(const struct admin *a, int quiet_if_down)
 	int rc = ADM_FAIL;
 
 	if (adm_paths_load(a->config, &p, &cause) != 0) {
-		fprintf(stderr, "shimbridge: %s\n", cause);
+		adm_paths_warn(cause);
 		free(cause);
-		return ADM_INVALID;
+		cause = NULL;
 	}
 	if (ctl_status(p.socket, &st, &cause) != 0) {
 		if (quiet_if_down) {
@@ -343,11 +343,10 @@ ctl_reload(const struct admin *a, int quiet_if_down)
 	if (*dconfig != '\0' && strcmp(dconfig, a->config) != 0) {
 		fprintf(stderr, "shimbridge: warning: the daemon runs with %s, not %s; it "
 		    "reloads its own file\n", dconfig, a->config);
-		if (adm_paths_load(dconfig, &dp, &cause) == 0) {
-			free(audit);
-			audit = xstrdup(dp.audit);
-			adm_paths_free(&dp);
-		}
+		(void)adm_paths_load(dconfig, &dp, &cause);
+		free(audit);
+		audit = xstrdup(dp.audit);
+		adm_paths_free(&dp);
 		free(cause);
 		cause = NULL;
 	}
@@ -430,8 +429,8 @@ int
 ctl_cmd_status(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
+		ADM_GLOBAL_LONGOPTS,
 		{ "json", no_argument, NULL, 'j' },
-		{ "config", required_argument, NULL, 'c' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct adm_paths p;
@@ -452,9 +451,9 @@ ctl_cmd_status(struct admin *a, int argc, char **argv)
 		return ADM_USAGE;
 	}
 	if (adm_paths_load(a->config, &p, &cause) != 0) {
-		fprintf(stderr, "shimbridge: %s\n", cause);
+		adm_paths_warn(cause);
 		free(cause);
-		return ADM_INVALID;
+		cause = NULL;
 	}
 	if (ctl_status(p.socket, &st, &cause) != 0) {
 		if (json) {
@@ -513,7 +512,7 @@ int
 ctl_cmd_reload(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
+		ADM_GLOBAL_LONGOPTS,
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch;

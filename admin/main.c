@@ -23,31 +23,38 @@ usage(FILE *f)
 	    "Commands:\n"
 	    "  status [--json]            whether shimbridged runs; version, config version,\n"
 	    "                             sessions, requests in flight, counters\n"
-	    "  check [--no-secrets]       validate the config as the daemon would, then users,\n"
-	    "                             socket, directories, tools (--version), store, shims\n"
+	    "  check [--no-secrets] [--offline]\n"
+	    "                             validate the config as the daemon would, then users,\n"
+	    "                             socket, directories, tools (--version), store, shims;\n"
+	    "                             then one authenticated request per secret and host\n"
+	    "                             (skipped with --offline or --no-secrets)\n"
 	    "  reload                     SIGHUP the daemon and report whether it took the new\n"
 	    "                             config (a rejected one is named with its audit line)\n"
-	    "  audit [--session S] [--follow] [--file PATH]\n"
-	    "                             the audit log, one readable line per record\n"
+	    "  audit [--session S] [--follow] [--file PATH] [--json]\n"
+	    "                             the audit log, one readable line per record (root or\n"
+	    "                             a member of the group " ADM_AUDIT_GROUP ")\n"
 	    "  secret init                create the store key file if it is missing\n"
 	    "  secret set NAME            store a secret; the value is read from standard input\n"
 	    "                             (one trailing newline dropped; never from argv)\n"
-	    "  secret list                secret names, one a line (never values)\n"
+	    "  secret list [--json]       secret names, one a line (never values)\n"
 	    "  secret rm NAME             delete a secret\n"
 	    "  session add NAME [--user USER] [--workspace DIR] [--tools gh,git]\n"
-	    "              [--repo OWNER/NAME]... [--shim-dir DIR] [--no-reload]\n"
+	    "              [--repo OWNER/NAME]...\n"
 	    "                             create a locked system user (default sb-NAME), its\n"
-	    "                             home and workspace (0700), PATH and git config, and\n"
-	    "                             sessions.d/NAME.json; then reload the daemon\n"
+	    "                             home and workspace (0700), PATH and git config for\n"
+	    "                             every configured git host, and sessions.d/NAME.json;\n"
+	    "                             then reload the daemon\n"
 	    "  session list [--json]      sessions with user, uid, tools, repos, running\n"
-	    "  session remove NAME [--keep-workspace]\n"
+	    "  session remove NAME [--keep-workspace] [--keep-mirrors]\n"
 	    "                             kill the user's processes, delete the user (only if\n"
-	    "                             session add created it), its home and the drop-in\n"
+	    "                             session add created it), its home, the drop-in and\n"
+	    "                             the session's git mirrors\n"
 	    "  session exec NAME [--] [CMD...]\n"
 	    "                             run CMD (default: a login shell) as the session user\n"
 	    "                             in its workspace with a clean environment; exits with\n"
 	    "                             CMD's status. On a terminal it gets its own pty.\n"
-	    "  mirror list [--session S]  git mirrors with size and last change\n"
+	    "  mirror list [--session S] [--json]\n"
+	    "                             git mirrors with size and last change\n"
 	    "  mirror prune [--session S] [--older-than DAYS]\n"
 	    "                             delete mirrors (they are caches)\n"
 	    "\n"
@@ -60,19 +67,22 @@ usage(FILE *f)
 	    "                     (default PREFIX/libexec/shimbridge/shims)\n"
 	    "  --no-reload        secret set/rm, session add/remove: do not reload the daemon\n"
 	    "\n"
-	    "Exit codes: 0 ok; 1 failure (system error, daemon not running or reload\n"
-	    "rejected); 2 not found or invalid (unknown session or secret, invalid config,\n"
-	    "check found problems); 64 usage. session exec exits with the command's status.\n");
+	    "--json output is one JSON document (audit: one JSON object a line); the\n"
+	    "schemas are in docs/CLI.md. status, session list, audit and mirror list also\n"
+	    "work on a broken config: they name the file, line and column and show what\n"
+	    "they can.\n"
+	    "\n"
+	    "Exit codes: 0 ok; 1 failure (system error, daemon not running, reload\n"
+	    "rejected, permission denied); 2 not found or invalid (unknown session or\n"
+	    "secret, invalid config, check found problems); 64 usage. session exec exits\n"
+	    "with the command's status.\n");
 }
 
 int
 main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "store", required_argument, NULL, 0x100 },
-		{ "key", required_argument, NULL, 0x101 },
-		{ "shim-dir", required_argument, NULL, 0x102 },
+		ADM_GLOBAL_LONGOPTS,
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },

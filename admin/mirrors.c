@@ -193,14 +193,88 @@ mirrors_running(json_t *st, const char *session)
 	return 0;
 }
 
+/*
+ * Remove one mirror under the same lock shimbridge-git takes, so a mirror in use
+ * is never removed: 0 removed, 1 in use (kept), -1 error (errno).
+ */
+static int
+mirrors_remove_one(const char *path)
+{
+	struct stat mst;
+	char *lpath;
+	int lfd, r, e;
+
+	xasprintf(&lpath, "%s.lock", path);
+	lfd = open(lpath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	free(lpath);
+	/* A lock file we had to create must stay usable by the runner. */
+	if (lfd >= 0 && lstat(path, &mst) == 0 && fchown(lfd, mst.st_uid, mst.st_gid) != 0)
+		fprintf(stderr, "shimbridge: chown %s.lock: %s\n", path, strerror(errno));
+	if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+		if (lfd >= 0)
+			close(lfd);
+		return 1;
+	}
+	r = spawn_rmtree(path);
+	e = errno;
+	close(lfd);
+	errno = e;
+	return r == 0 ? 0 : -1;
+}
+
+/* Remove every mirror of a session, then its directory under STATE/mirrors. */
+int
+mirrors_remove_session(const char *state_dir, const char *session)
+{
+	struct mirrors_entry *v;
+	unsigned long long total = 0;
+	char *root, *sdir, size[32];
+	size_t n, i, removed = 0;
+	int rc = 0, r;
+
+	xasprintf(&root, "%s/mirrors", state_dir);
+	xasprintf(&sdir, "%s/%s", root, session);
+	v = mirrors_scan(root, session, &n);
+	for (i = 0; i < n; i++) {
+		if ((r = mirrors_remove_one(v[i].path)) == 0) {
+			removed++;
+			total += v[i].bytes;
+			continue;
+		}
+		if (r == 1)
+			fprintf(stderr, "shimbridge: kept %s (in use by a git operation; remove "
+			    "it later with shimbridge mirror prune --session %s)\n", v[i].path,
+			    session);
+		else
+			fprintf(stderr, "shimbridge: cannot remove all of %s: %s\n", v[i].path,
+			    strerror(errno));
+		rc = -1;
+	}
+	if (rc == 0 && access(sdir, F_OK) == 0 && spawn_rmtree(sdir) != 0) {
+		fprintf(stderr, "shimbridge: cannot remove all of %s: %s\n", sdir,
+		    strerror(errno));
+		rc = -1;
+	}
+	if (removed > 0) {
+		adm_human_size(total, size, sizeof size);
+		printf("removed %zu mirror%s of session %s (%s)\n", removed,
+		    removed == 1 ? "" : "s", session, size);
+	}
+	mirrors_free(v, n);
+	free(root);
+	free(sdir);
+	return rc;
+}
+
 /* shimbridge mirror list|prune */
 int
 mirrors_cmd(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
+		ADM_GLOBAL_LONGOPTS,
 		{ "session", required_argument, NULL, 's' },
 		{ "older-than", required_argument, NULL, 'o' },
+		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct mirrors_entry *v;
@@ -210,7 +284,8 @@ mirrors_cmd(struct admin *a, int argc, char **argv)
 	char *root, *cause = NULL, *end, size[32], when[32];
 	long days = -1;
 	size_t n, i, removed = 0;
-	int ch, prune, rc = ADM_OK;
+	int ch, prune, rc = ADM_OK, json = 0, r;
+	json_t *rows = NULL;
 	time_t now = time(NULL);
 
 	if (argc < 2)
@@ -225,6 +300,8 @@ mirrors_cmd(struct admin *a, int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "c:s:", longopts, NULL)) != -1) {
 		if (ch == 's')
 			session = optarg;
+		else if (ch == 'j')
+			json = 1;
 		else if (ch == 'o') {
 			errno = 0;
 			days = strtol(optarg, &end, 10);
@@ -235,12 +312,12 @@ mirrors_cmd(struct admin *a, int argc, char **argv)
 		} else if (!adm_global_opt(a, ch, optarg))
 			goto usage;
 	}
-	if (optind != argc || (!prune && days >= 0))
+	if (optind != argc || (!prune && days >= 0) || (prune && json))
 		goto usage;
 	if (adm_paths_load(a->config, &p, &cause) != 0) {
-		fprintf(stderr, "shimbridge: %s\n", cause);
+		adm_paths_warn(cause);
 		free(cause);
-		return ADM_INVALID;
+		cause = NULL;
 	}
 	xasprintf(&root, "%s/mirrors", p.state);
 	if (ctl_status(p.socket, &st, &cause) != 0) {
@@ -250,7 +327,9 @@ mirrors_cmd(struct admin *a, int argc, char **argv)
 	}
 	adm_paths_free(&p);
 	v = mirrors_scan(root, session, &n);
-	if (!prune) {
+	if (json)
+		rows = json_array();
+	else if (!prune) {
 		printf("%-16s %-16s %-40s %9s  %s\n", "SESSION", "HOST", "REPOSITORY", "SIZE",
 		    "LAST MODIFIED");
 	}
@@ -260,6 +339,22 @@ mirrors_cmd(struct admin *a, int argc, char **argv)
 		adm_human_size(v[i].bytes, size, sizeof size);
 		localtime_r(&v[i].mtime, &tm);
 		strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
+		if (json) {
+			json_t *o = json_object();
+			char iso[32];
+
+			gmtime_r(&v[i].mtime, &tm);
+			strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+			/* Names come from directories: only valid UTF-8 becomes a string. */
+			json_object_set_new(o, "session", json_string(v[i].session));
+			json_object_set_new(o, "host", json_string(v[i].host));
+			json_object_set_new(o, "repo", json_string(v[i].repo));
+			json_object_set_new(o, "path", json_string(v[i].path));
+			json_object_set_new(o, "bytes", json_integer((json_int_t)v[i].bytes));
+			json_object_set_new(o, "modified", json_string(iso));
+			json_array_append_new(rows, o);
+			continue;
+		}
 		if (!prune) {
 			char *line;
 
@@ -278,40 +373,26 @@ mirrors_cmd(struct admin *a, int argc, char **argv)
 			    v[i].session);
 			continue;
 		}
-		/* The same lock shimbridge-git takes: never remove a mirror in use. */
-		{
-			char *lpath;
-			int lfd, r;
-
-			struct stat mst;
-
-			xasprintf(&lpath, "%s.lock", v[i].path);
-			lfd = open(lpath, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-			free(lpath);
-			/* A lock file we had to create must stay usable by the runner. */
-			if (lfd >= 0 && lstat(v[i].path, &mst) == 0 &&
-			    fchown(lfd, mst.st_uid, mst.st_gid) != 0)
-				fprintf(stderr, "shimbridge: chown %s.lock: %s\n", v[i].path,
-				    strerror(errno));
-			if (lfd < 0 || flock(lfd, LOCK_EX | LOCK_NB) != 0) {
-				printf("kept %s (in use by a git operation)\n", v[i].path);
-				if (lfd >= 0)
-					close(lfd);
-				continue;
-			}
-			r = spawn_rmtree(v[i].path);
-			close(lfd);
-			if (r != 0) {
-				fprintf(stderr, "shimbridge: cannot remove all of %s: %s\n",
-				    v[i].path, strerror(errno));
-				rc = ADM_FAIL;
-				continue;
-			}
+		if ((r = mirrors_remove_one(v[i].path)) == 1) {
+			printf("kept %s (in use by a git operation)\n", v[i].path);
+			continue;
+		}
+		if (r != 0) {
+			fprintf(stderr, "shimbridge: cannot remove all of %s: %s\n",
+			    v[i].path, strerror(errno));
+			rc = ADM_FAIL;
+			continue;
 		}
 		removed++;
 		printf("removed %s (%s, last modified %s)\n", v[i].path, size, when);
 	}
-	if (prune)
+	if (json) {
+		char *s = json_dumps(rows, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+
+		printf("%s\n", s);
+		free(s);
+		json_decref(rows);
+	} else if (prune)
 		printf("%zu mirror%s removed\n", removed, removed == 1 ? "" : "s");
 	else if (n == 0)
 		printf("(no mirrors under %s)\n", root);
@@ -320,7 +401,7 @@ mirrors_cmd(struct admin *a, int argc, char **argv)
 	free(root);
 	return rc;
 usage:
-	fprintf(stderr, "usage: shimbridge mirror list [--session NAME]\n"
+	fprintf(stderr, "usage: shimbridge mirror list [--session NAME] [--json]\n"
 	    "       shimbridge mirror prune [--session NAME] [--older-than DAYS]\n");
 	return ADM_USAGE;
 }

@@ -16,6 +16,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <jansson.h>
 #include <sodium.h>
 
 #include "admin.h"
@@ -75,13 +76,32 @@ secrets_load(const struct admin *a, const unsigned char *key, struct store **st)
 	return ADM_OK;
 }
 
+/*
+ * Take the store's writers' lock (creating its directory first): without it two
+ * writers that load the same store each save their own change and one is lost.
+ * The lock's fd, or -1 after printing why.
+ */
+static int
+secrets_lock(const struct admin *a)
+{
+	char *cause = NULL;
+	int fd;
+
+	if (secrets_parent(a->store, &cause) != 0 || (fd = store_lock(a->store, &cause)) < 0) {
+		fprintf(stderr, "shimbridge: %s\n", cause);
+		free(cause);
+		return -1;
+	}
+	return fd;
+}
+
 /* Encrypt and write the store. */
 static int
 secrets_save(const struct admin *a, const struct store *st, const unsigned char *key)
 {
 	char *cause = NULL;
 
-	if (secrets_parent(a->store, &cause) != 0 || store_save(st, a->store, key, &cause) != 0) {
+	if (store_save(st, a->store, key, &cause) != 0) {
 		fprintf(stderr, "shimbridge: %s\n", cause);
 		free(cause);
 		return ADM_FAIL;
@@ -193,7 +213,7 @@ secrets_set(const struct admin *a, const char *name, int reload)
 	struct store *st = NULL;
 	char *cause = NULL;
 	ssize_t len;
-	int rc;
+	int rc, lock = -1;
 
 	if (!adm_valid_name(name)) {
 		fprintf(stderr, "shimbridge: invalid secret name %s: 1-64 characters of "
@@ -211,6 +231,10 @@ secrets_set(const struct admin *a, const char *name, int reload)
 		rc = ADM_INVALID;
 		goto out;
 	}
+	if ((lock = secrets_lock(a)) < 0) {
+		rc = ADM_FAIL;
+		goto out;
+	}
 	if ((rc = secrets_load(a, key, &st)) != ADM_OK)
 		goto out;
 	if (store_set(st, name, val, (size_t)len, &cause) != 0) {
@@ -220,11 +244,14 @@ secrets_set(const struct admin *a, const char *name, int reload)
 	}
 	if ((rc = secrets_save(a, st, key)) != ADM_OK)
 		goto out;
+	store_unlock(lock);
+	lock = -1;
 	printf("secret %s set (%zu secret%s in %s)\n", name, store_count(st),
 	    store_count(st) == 1 ? "" : "s", a->store);
 	if (reload)
 		rc = ctl_reload(a, 1);
 out:
+	store_unlock(lock);
 	if (val != NULL)
 		sodium_free(val);	/* wipes */
 	if (key != NULL)
@@ -234,22 +261,40 @@ out:
 	return rc;
 }
 
-/* secret list: names only, one a line. */
+/* secret list [--json]: names only, one a line, or a JSON array of {"name"}. */
 static int
-secrets_list(const struct admin *a)
+secrets_list(const struct admin *a, int json)
 {
 	unsigned char *key = NULL;
 	struct store *st = NULL;
+	json_t *arr;
 	size_t i;
 	int rc;
 
-	if (access(a->store, F_OK) != 0 && errno == ENOENT)
+	if (access(a->store, F_OK) != 0 && errno == ENOENT) {
+		if (json)
+			printf("[]\n");
 		return ADM_OK;		/* nothing stored yet */
+	}
 	if ((rc = secrets_key(a, &key)) != ADM_OK)
 		return rc;
 	if ((rc = secrets_load(a, key, &st)) == ADM_OK) {
-		for (i = 0; i < store_count(st); i++)
-			printf("%s\n", store_name(st, i));
+		arr = json_array();
+		for (i = 0; i < store_count(st); i++) {
+			json_t *o = json_object();
+
+			json_object_set_new(o, "name", json_string(store_name(st, i)));
+			json_array_append_new(arr, o);
+			if (!json)
+				printf("%s\n", store_name(st, i));
+		}
+		if (json) {
+			char *s = json_dumps(arr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+			printf("%s\n", s);
+			free(s);
+		}
+		json_decref(arr);
 	}
 	sodium_free(key);
 	store_free(st);
@@ -262,10 +307,14 @@ secrets_rm(const struct admin *a, const char *name, int reload)
 {
 	unsigned char *key = NULL;
 	struct store *st = NULL;
-	int rc;
+	int rc, lock = -1;
 
 	if ((rc = secrets_key(a, &key)) != ADM_OK)
 		return rc;
+	if ((lock = secrets_lock(a)) < 0) {
+		rc = ADM_FAIL;
+		goto out;
+	}
 	if ((rc = secrets_load(a, key, &st)) != ADM_OK)
 		goto out;
 	if (store_rm(st, name) != 0) {
@@ -275,10 +324,13 @@ secrets_rm(const struct admin *a, const char *name, int reload)
 	}
 	if ((rc = secrets_save(a, st, key)) != ADM_OK)
 		goto out;
+	store_unlock(lock);
+	lock = -1;
 	printf("secret %s removed (%zu left)\n", name, store_count(st));
 	if (reload)
 		rc = ctl_reload(a, 1);
 out:
+	store_unlock(lock);
 	sodium_free(key);
 	store_free(st);
 	return rc;
@@ -290,7 +342,7 @@ secrets_usage(void)
 {
 	fprintf(stderr, "usage: shimbridge secret init\n"
 	    "       shimbridge secret set NAME [--no-reload]   (value on standard input)\n"
-	    "       shimbridge secret list\n"
+	    "       shimbridge secret list [--json]\n"
 	    "       shimbridge secret rm NAME [--no-reload]\n"
 	    "  options: --store PATH, --key PATH (default: the config's \"store\" section,\n"
 	    "           else " ADM_STORE " and " ADM_KEY ")\n");
@@ -302,14 +354,12 @@ int
 secrets_cmd(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "store", required_argument, NULL, 0x100 },
-		{ "key", required_argument, NULL, 0x101 },
-		{ "no-reload", no_argument, NULL, 'n' },
+		ADM_GLOBAL_LONGOPTS,
+		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sub;
-	int ch, reload = 1;
+	int ch, reload, json = 0;
 
 	if (argc < 2)
 		return secrets_usage();
@@ -319,24 +369,27 @@ secrets_cmd(struct admin *a, int argc, char **argv)
 	adm_getopt_reset();
 	/* GNU permutation: options may follow NAME; values never come through argv. */
 	while ((ch = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
-		if (ch == 'n')
-			reload = 0;
+		if (ch == 'j')
+			json = 1;
 		else if (!adm_global_opt(a, ch, optarg))
 			return secrets_usage();
 	}
 	argc -= optind;
 	argv += optind;
+	reload = !a->no_reload;
 	adm_store_paths(a);
 	if (sodium_init() < 0) {
 		fprintf(stderr, "shimbridge: libsodium failed to initialise\n");
 		return ADM_FAIL;
 	}
+	if (json && strcmp(sub, "list") != 0 && strcmp(sub, "ls") != 0)
+		return secrets_usage();
 	if (strcmp(sub, "init") == 0 && argc == 0)
 		return secrets_init(a);
 	if (strcmp(sub, "set") == 0 && argc == 1)
 		return secrets_set(a, argv[0], reload);
 	if ((strcmp(sub, "list") == 0 || strcmp(sub, "ls") == 0) && argc == 0)
-		return secrets_list(a);
+		return secrets_list(a, json);
 	if ((strcmp(sub, "rm") == 0 || strcmp(sub, "remove") == 0) && argc == 1)
 		return secrets_rm(a, argv[0], reload);
 	if (strcmp(sub, "set") == 0 && argc > 1)

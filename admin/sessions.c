@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -93,7 +94,36 @@ struct sessions_setup {
 	const char	*workspace;	/* NULL when outside the home (root made it) */
 	const char	*shim_dir;
 	const char	*socket;	/* NULL when the shim's default applies */
+	char		*git_urls;	/* [url] blocks for every configured git host */
 };
+
+/*
+ * The git config lines that send every configured git host through the bridge:
+ * https, scp-like ssh (only for a host without a port) and ssh URLs. Without a
+ * git section, github.com as before.
+ */
+static char *
+sessions_git_urls(const struct config *c)
+{
+	char *out = xstrdup(""), *tmp;
+	size_t i, n = c->ngit_hosts > 0 ? c->ngit_hosts : 1;
+
+	for (i = 0; i < n; i++) {
+		const char *h = c->ngit_hosts > 0 ? c->git_hosts[i].name : "github.com";
+		char *scp = NULL;
+
+		if (strchr(h, ':') == NULL)
+			xasprintf(&scp, "\tinsteadOf = git@%s:\n", h);
+		xasprintf(&tmp, "%s[url \"shimbridge::https://%s/\"]\n"
+		    "\tinsteadOf = https://%s/\n"
+		    "%s"
+		    "\tinsteadOf = ssh://git@%s/\n", out, h, h, scp != NULL ? scp : "", h);
+		free(scp);
+		free(out);
+		out = tmp;
+	}
+	return out;
+}
 
 /* Read a whole small file the user owns; "" when it does not exist. */
 static char *
@@ -215,15 +245,13 @@ sessions_setup_user(void *arg)
 	    SESSIONS_END "\n", s->name, s->shim_dir, s->shim_dir, s->shim_dir,
 	    sock != NULL ? sock : "");
 	xasprintf(&git, SESSIONS_BEGIN "\n"
-	    "# Written by `shimbridge session add %s`: GitHub remotes go through the bridge.\n"
-	    "[url \"shimbridge::https://github.com/\"]\n"
-	    "\tinsteadOf = https://github.com/\n"
-	    "\tinsteadOf = git@github.com:\n"
-	    "\tinsteadOf = ssh://git@github.com/\n"
+	    "# Written by `shimbridge session add %s`: remotes on the configured git hosts\n"
+	    "# go through the bridge.\n"
+	    "%s"
 	    "[user]\n"
 	    "\tname = %s agent\n"
 	    "\temail = %s@localhost\n"
-	    SESSIONS_END "\n", s->name, s->name, s->user);
+	    SESSIONS_END "\n", s->name, s->git_urls, s->name, s->user);
 	if (sessions_put_block(s->home, ".profile", sh, 0) != 0 ||
 	    sessions_put_block(s->home, ".bashrc", sh, 1) != 0 ||
 	    sessions_put_block(s->home, ".gitconfig", git, 0) != 0)
@@ -330,14 +358,12 @@ static int
 sessions_add(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "shim-dir", required_argument, NULL, 0x102 },
+		ADM_GLOBAL_LONGOPTS,
 		{ "user", required_argument, NULL, 'u' },
 		{ "workspace", required_argument, NULL, 'w' },
 		{ "tools", required_argument, NULL, 't' },
 		{ "repo", required_argument, NULL, 'r' },
 		{ "repos", required_argument, NULL, 'r' },
-		{ "no-reload", no_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sessions_setup setup;
@@ -366,9 +392,6 @@ sessions_add(struct admin *a, int argc, char **argv)
 		case 'r':
 			sessions_add_list(repos, optarg);
 			break;
-		case 'n':
-			reload = 0;
-			break;
 		default:
 			if (!adm_global_opt(a, ch, optarg))
 				goto usage;
@@ -376,6 +399,7 @@ sessions_add(struct admin *a, int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		goto usage;
+	reload = !a->no_reload;
 	name = argv[optind];
 	if (!adm_valid_name(name)) {
 		fprintf(stderr, "shimbridge: invalid session name %s: 1-64 characters of "
@@ -528,6 +552,7 @@ sessions_add(struct admin *a, int argc, char **argv)
 	setup.workspace = sessions_under(ws, id.home) ? ws : NULL;
 	setup.shim_dir = a->shim_dir;
 	setup.socket = strcmp(c->socket_path, ADM_SOCKET) != 0 ? c->socket_path : NULL;
+	setup.git_urls = sessions_git_urls(c);
 	if (setup.workspace == NULL && sessions_mkdir_outside(ws, &id) != 0)
 		goto rollback;
 	{
@@ -599,6 +624,7 @@ usage:
 	    "[--tools gh,git] [--repo OWNER/NAME]... [--shim-dir DIR] [--no-reload]\n");
 	rc = ADM_USAGE;
 out:
+	free(setup.git_urls);
 	users_id_free(&id);
 	config_unref(c);
 	config_unref(c2);
@@ -615,35 +641,184 @@ out:
 	return rc;
 }
 
-/* Join a string vector with commas ("-" when empty). */
-static char *
-sessions_join(char *const *v, size_t n)
+/* A JSON array of strings from a vector. */
+static json_t *
+sessions_strv(char *const *v, size_t n)
 {
-	char *out = xstrdup(n == 0 ? "-" : ""), *tmp;
+	json_t *arr = json_array();
 	size_t i;
 
-	for (i = 0; i < n; i++) {
-		xasprintf(&tmp, "%s%s%s", out, i > 0 ? "," : "", v[i]);
+	for (i = 0; i < n; i++)
+		json_array_append_new(arr, json_string(v[i]));
+	return arr;
+}
+
+/* Requests in flight for a session from the daemon's status, or JSON null. */
+static json_t *
+sessions_running(json_t *st, const char *name)
+{
+	json_t *e;
+	size_t j;
+
+	if (st == NULL)
+		return json_null();
+	json_array_foreach(json_object_get(st, "sessions"), j, e) {
+		json_t *nm = json_object_get(e, "name");
+
+		if (json_is_string(nm) && strcmp(json_string_value(nm), name) == 0)
+			return json_integer(json_integer_value(json_object_get(e, "running")));
+	}
+	return json_integer(0);
+}
+
+/* A string member of o as JSON, or null. */
+static json_t *
+sessions_jstr(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_string(v) ? json_string(json_string_value(v)) : json_null();
+}
+
+/* Only the string members of an array, as a new array. */
+static json_t *
+sessions_jstrv(json_t *v)
+{
+	json_t *arr = json_array(), *e;
+	size_t i;
+
+	json_array_foreach(v, i, e) {
+		if (json_is_string(e))
+			json_array_append_new(arr, json_string(json_string_value(e)));
+	}
+	return arr;
+}
+
+/* One row of session list (the documented --json schema) from an unvalidated object. */
+static json_t *
+sessions_row_raw(json_t *o, const char *name, const char *file, json_t *st)
+{
+	json_t *r = json_object(), *v;
+	struct passwd *pw;
+
+	if (json_is_string(v = json_object_get(o, "name")))
+		name = json_string_value(v);
+	json_object_set_new(r, "name", name != NULL ? json_string(name) : json_null());
+	json_object_set_new(r, "user", sessions_jstr(o, "user"));
+	if (json_is_integer(v = json_object_get(o, "uid")))
+		json_object_set_new(r, "uid", json_integer(json_integer_value(v)));
+	else if (json_is_string(v = json_object_get(o, "user")) &&
+	    (pw = getpwnam(json_string_value(v))) != NULL)
+		json_object_set_new(r, "uid", json_integer(pw->pw_uid));
+	else
+		json_object_set_new(r, "uid", json_null());
+	json_object_set_new(r, "workspace", sessions_jstr(o, "workspace"));
+	json_object_set_new(r, "tools", sessions_jstrv(json_object_get(o, "tools")));
+	json_object_set_new(r, "repos", sessions_jstrv(json_object_get(o, "repos")));
+	json_object_set_new(r, "running", name != NULL ? sessions_running(st, name) :
+	    json_null());
+	json_object_set_new(r, "file", json_string(file));
+	json_object_set_new(r, "error", json_null());
+	return r;
+}
+
+/*
+ * The rows when the config does not load: what each file still says. A drop-in
+ * that does not parse becomes a row with its error (file:line:column).
+ */
+static json_t *
+sessions_rows_raw(const struct admin *a, json_t *st)
+{
+	struct adm_paths p;
+	json_error_t je;
+	json_t *rows = json_array(), *root, *e;
+	struct dirent **names = NULL;
+	char *cause = NULL, *path, *name;
+	int n, k;
+	size_t i;
+
+	(void)adm_paths_load(a->config, &p, &cause);
+	free(cause);
+	if ((root = json_load_file(a->config, 0, &je)) != NULL) {
+		json_array_foreach(json_object_get(root, "sessions"), i, e) {
+			if (json_is_object(e))
+				json_array_append_new(rows, sessions_row_raw(e, NULL, a->config,
+				    st));
+		}
+		json_decref(root);
+	}
+	n = scandir(p.sessions_dir, &names, NULL, alphasort);
+	for (k = 0; k < n; k++) {
+		size_t len = strlen(names[k]->d_name);
+
+		if (names[k]->d_name[0] == '.' || len < 6 ||
+		    strcmp(names[k]->d_name + len - 5, ".json") != 0)
+			continue;
+		xasprintf(&path, "%s/%s", p.sessions_dir, names[k]->d_name);
+		name = xstrndup(names[k]->d_name, len - 5);
+		if ((root = json_load_file(path, 0, &je)) != NULL && json_is_object(root))
+			json_array_append_new(rows, sessions_row_raw(root, name, path, st));
+		else {
+			json_t *r = sessions_row_raw(NULL, name, path, st);
+			char *why;
+
+			if (root == NULL)
+				xasprintf(&why, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+			else
+				xasprintf(&why, "%s:1:1: not a JSON object", path);
+			json_object_set_new(r, "error", json_string(why));
+			json_array_append_new(rows, r);
+			free(why);
+		}
+		json_decref(root);
+		free(name);
+		free(path);
+	}
+	for (k = 0; k < n; k++)
+		free(names[k]);
+	free(names);
+	adm_paths_free(&p);
+	return rows;
+}
+
+/* A comma-separated string of a JSON array of strings ("-" when empty). */
+static char *
+sessions_join(json_t *arr)
+{
+	char *out = xstrdup(""), *tmp;
+	json_t *e;
+	size_t i;
+
+	json_array_foreach(arr, i, e) {
+		xasprintf(&tmp, "%s%s%s", out, i > 0 ? "," : "", json_string_value(e));
 		free(out);
 		out = tmp;
+	}
+	if (*out == '\0') {
+		free(out);
+		out = xstrdup("-");
 	}
 	return out;
 }
 
-/* session list [--json] */
+/*
+ * session list [--json]. Works on a broken config: it says where it is broken and
+ * lists what the files still say.
+ */
 static int
 sessions_list(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
+		ADM_GLOBAL_LONGOPTS,
 		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
+	struct adm_paths p;
 	struct config *c;
-	json_t *st = NULL, *out = NULL;
+	json_t *st = NULL, *rows, *r;
 	char *cause = NULL;
-	int ch, json = 0, up;
-	size_t i, j;
+	int ch, json = 0, up, rc = ADM_OK;
+	size_t i;
 
 	adm_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "c:j", longopts, NULL)) != -1) {
@@ -658,70 +833,83 @@ sessions_list(struct admin *a, int argc, char **argv)
 		fprintf(stderr, "usage: shimbridge session list [--json]\n");
 		return ADM_USAGE;
 	}
-	if ((c = sessions_config(a)) == NULL)
-		return ADM_INVALID;
-	up = ctl_status(c->socket_path, &st, &cause) == 0;
+	(void)adm_paths_load(a->config, &p, &cause);
 	free(cause);
-	if (json)
-		out = json_array();
-	else
-		printf("%-20s %-20s %-7s %-16s %-30s %s\n", "NAME", "USER", "UID", "TOOLS",
-		    "REPOS", "RUNNING");
-	for (i = 0; i < c->nsessions; i++) {
-		const struct session *s = &c->sessions[i];
-		char *tools = sessions_join(s->tools, s->ntools);
-		char *repos = sessions_join(s->repos, s->nrepos);
-		long long running = -1;
-		json_t *ss = up ? json_object_get(st, "sessions") : NULL, *e;
-		char user[32];
+	cause = NULL;
+	up = ctl_status(p.socket, &st, &cause) == 0;
+	adm_paths_free(&p);
+	free(cause);
+	cause = NULL;
+	if ((c = config_load(a->config, 1, &cause)) != NULL) {
+		rows = json_array();
+		for (i = 0; i < c->nsessions; i++) {
+			const struct session *s = &c->sessions[i];
 
-		json_array_foreach(ss, j, e) {
-			json_t *nm = json_object_get(e, "name");
-
-			if (json_is_string(nm) && strcmp(json_string_value(nm), s->name) == 0)
-				running = json_integer_value(json_object_get(e, "running"));
-		}
-		if (s->user == NULL)
-			snprintf(user, sizeof user, "-");
-		if (json) {
-			json_t *o = json_object();
-
-			json_object_set_new(o, "name", json_string(s->name));
-			json_object_set_new(o, "user", s->user != NULL ? json_string(s->user) :
+			r = json_object();
+			json_object_set_new(r, "name", json_string(s->name));
+			json_object_set_new(r, "user", s->user != NULL ? json_string(s->user) :
 			    json_null());
-			json_object_set_new(o, "uid", json_integer(s->uid));
-			json_object_set_new(o, "workspace", s->workspace != NULL ?
+			json_object_set_new(r, "uid", json_integer(s->uid));
+			json_object_set_new(r, "workspace", s->workspace != NULL ?
 			    json_string(s->workspace) : json_null());
-			json_object_set_new(o, "tools", json_string(tools));
-			json_object_set_new(o, "repos", json_string(repos));
-			json_object_set_new(o, "running", running >= 0 ? json_integer(running) :
+			json_object_set_new(r, "tools", sessions_strv(s->tools, s->ntools));
+			json_object_set_new(r, "repos", sessions_strv(s->repos, s->nrepos));
+			json_object_set_new(r, "running", sessions_running(up ? st : NULL,
+			    s->name));
+			json_object_set_new(r, "file", s->file != NULL ? json_string(s->file) :
 			    json_null());
-			json_object_set_new(o, "file", json_string(s->file));
-			json_array_append_new(out, o);
-		} else {
-			char run[32];
-
-			if (running >= 0)
-				snprintf(run, sizeof run, "%lld", running);
-			else
-				snprintf(run, sizeof run, "-");
-			printf("%-20s %-20s %-7u %-16s %-30s %s\n", s->name,
-			    s->user != NULL ? s->user : user, (unsigned)s->uid, tools, repos, run);
+			json_object_set_new(r, "error", json_null());
+			json_array_append_new(rows, r);
 		}
-		free(tools);
-		free(repos);
+		config_unref(c);
+	} else {
+		fprintf(stderr, "shimbridge: warning: the configuration is invalid: ");
+		adm_puts_safe(stderr, cause);
+		fprintf(stderr, "\nshimbridge: listing what the files still say\n");
+		rows = sessions_rows_raw(a, up ? st : NULL);
+		rc = ADM_INVALID;
 	}
 	if (json) {
-		char *s = json_dumps(out, JSON_COMPACT);
+		char *s = json_dumps(rows, JSON_COMPACT | JSON_PRESERVE_ORDER);
 
 		printf("%s\n", s);
 		free(s);
-	} else if (!up)
-		printf("(shimbridged is not running: RUNNING is unknown)\n");
-	json_decref(out);
+	} else {
+		printf("%-20s %-20s %-7s %-16s %-30s %s\n", "NAME", "USER", "UID", "TOOLS",
+		    "REPOS", "RUNNING");
+		json_array_foreach(rows, i, r) {
+			json_t *nm = json_object_get(r, "name"), *u = json_object_get(r, "user");
+			json_t *uid = json_object_get(r, "uid"), *run = json_object_get(r, "running");
+			json_t *err = json_object_get(r, "error");
+			char *tools = sessions_join(json_object_get(r, "tools"));
+			char *repos = sessions_join(json_object_get(r, "repos"));
+			char uids[32], runs[32], *line;
+
+			snprintf(uids, sizeof uids, json_is_integer(uid) ? "%lld" : "-",
+			    (long long)json_integer_value(uid));
+			snprintf(runs, sizeof runs, json_is_integer(run) ? "%lld" : "-",
+			    (long long)json_integer_value(run));
+			if (json_is_string(err))
+				xasprintf(&line, "%-20s BROKEN: %s", json_is_string(nm) ?
+				    json_string_value(nm) : "?", json_string_value(err));
+			else
+				xasprintf(&line, "%-20s %-20s %-7s %-16s %-30s %s",
+				    json_is_string(nm) ? json_string_value(nm) : "?",
+				    json_is_string(u) ? json_string_value(u) : "-", uids, tools,
+				    repos, runs);
+			adm_puts_safe(stdout, line);
+			putchar('\n');
+			free(line);
+			free(tools);
+			free(repos);
+		}
+		if (!up)
+			printf("(shimbridged is not running: RUNNING is unknown)\n");
+	}
+	json_decref(rows);
 	json_decref(st);
-	config_unref(c);
-	return ADM_OK;
+	free(cause);
+	return rc;
 }
 
 /* Whether the account was created by session add (its comment says so). */
@@ -745,10 +933,10 @@ static int
 sessions_remove(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
+		ADM_GLOBAL_LONGOPTS,
 		{ "keep-workspace", no_argument, NULL, 'k' },
 		{ "keep-home", no_argument, NULL, 'k' },
-		{ "no-reload", no_argument, NULL, 'n' },
+		{ "keep-mirrors", no_argument, NULL, 'm' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct users_id id = { 0 };
@@ -756,19 +944,20 @@ sessions_remove(struct admin *a, int argc, char **argv)
 	const struct session *s;
 	char *dropin = NULL, *ws = NULL;
 	const char *name;
-	int ch, keep = 0, reload = 1, rc = ADM_FAIL, owned, left;
+	int ch, keep = 0, keep_mirrors = 0, reload = 1, rc = ADM_FAIL, owned, left;
 
 	adm_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
 		if (ch == 'k')
 			keep = 1;
-		else if (ch == 'n')
-			reload = 0;
+		else if (ch == 'm')
+			keep_mirrors = 1;
 		else if (!adm_global_opt(a, ch, optarg))
 			goto usage;
 	}
 	if (optind != argc - 1)
 		goto usage;
+	reload = !a->no_reload;
 	name = argv[optind];
 	if (geteuid() != 0) {
 		fprintf(stderr, "shimbridge: session remove must run as root\n");
@@ -833,6 +1022,12 @@ sessions_remove(struct admin *a, int argc, char **argv)
 	} else if (s->user != NULL || s->uid != 0)
 		printf("user %s was not created by shimbridge: kept it, its processes and "
 		    "its files\n", s->user != NULL ? s->user : "(by uid)");
+	/* The mirrors are the bridge's caches for this session: nobody else uses them. */
+	if (!keep_mirrors && mirrors_remove_session(c->state_dir, name) != 0)
+		rc = ADM_FAIL;
+	else if (keep_mirrors)
+		printf("kept the mirrors of session %s under %s/mirrors/%s\n", name,
+		    c->state_dir, name);
 	if (reload) {
 		int r = ctl_reload(a, 1);
 
@@ -842,7 +1037,7 @@ sessions_remove(struct admin *a, int argc, char **argv)
 	goto out;
 usage:
 	fprintf(stderr, "usage: shimbridge session remove NAME [--keep-workspace] "
-	    "[--no-reload]\n");
+	    "[--keep-mirrors] [--no-reload]\n");
 	rc = ADM_USAGE;
 out:
 	users_id_free(&id);
@@ -866,8 +1061,7 @@ static int
 sessions_exec(struct admin *a, int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "shim-dir", required_argument, NULL, 0x102 },
+		ADM_GLOBAL_LONGOPTS,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct users_id id = { 0 };
@@ -961,7 +1155,7 @@ sessions_cmd(struct admin *a, int argc, char **argv)
 	fprintf(stderr, "usage: shimbridge session add NAME [--user USER] [--workspace DIR] "
 	    "[--tools T,...] [--repo OWNER/NAME]...\n"
 	    "       shimbridge session list [--json]\n"
-	    "       shimbridge session remove NAME [--keep-workspace]\n"
+	    "       shimbridge session remove NAME [--keep-workspace] [--keep-mirrors]\n"
 	    "       shimbridge session exec NAME [--] [CMD [ARG]...]\n"
 	    "       shimbridge session shell NAME\n");
 	return ADM_USAGE;

@@ -16,15 +16,42 @@
 
 static int audit_fd = -1;
 
-/* Open the audit file for appending, root-only. */
+/*
+ * Open the audit file for appending. It belongs to root and to the group of its
+ * directory; that group may read it (mode 0640) when it is not root's group and
+ * may enter the directory: the installer makes /var/log/shimbridge
+ * root:shimbridge-audit 0750 so that `shimbridge audit` works for its members.
+ * Otherwise the file is root-only (0600). Applied at every open, so a file made
+ * by someone else (log rotation) gets the same owner and mode.
+ */
 int
 audit_open(const char *path, char **cause)
 {
+	struct stat dst;
+	char *dir, *slash;
+	mode_t mode = 0600;
+	gid_t gid = 0;
 	int fd;
 
+	dir = xstrdup(path);
+	if ((slash = strrchr(dir, '/')) != NULL)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	if (stat(slash != NULL ? dir : ".", &dst) == 0 && dst.st_gid != 0 &&
+	    (dst.st_mode & (S_IRGRP | S_IXGRP)) == (S_IRGRP | S_IXGRP) &&
+	    (dst.st_mode & (S_IWGRP | S_IWOTH)) == 0) {
+		gid = dst.st_gid;
+		mode = 0640;
+	}
+	free(dir);
 	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		xasprintf(cause, "cannot open audit log %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fchown(fd, 0, gid) != 0 || fchmod(fd, mode) != 0) {
+		xasprintf(cause, "cannot set owner root:%u and mode %04o on audit log %s: %s",
+		    (unsigned)gid, (unsigned)mode, path, strerror(errno));
+		close(fd);
 		return -1;
 	}
 	if (audit_fd >= 0)

@@ -21,6 +21,7 @@
 #define EX_CONFIG	1	/* invalid configuration */
 #define EX_RUNTIME	2	/* could not start or run (socket, audit log, ...) */
 #define EX_USAGE	64
+#define EX_NOTROOT	77	/* started by a user other than root (sysexits EX_NOPERM) */
 
 /* Print usage. */
 static void
@@ -43,7 +44,12 @@ usage(FILE *f)
 	    "Signals: SIGHUP reloads the config atomically (a bad config is rejected and\n"
 	    "the running one keeps serving); SIGTERM/SIGINT stop.\n"
 	    "\n"
-	    "Exit codes: 0 ok, 1 invalid configuration, 2 runtime failure, 64 usage.\n");
+	    "Runs as root (--check may run as any user that can read the config): it\n"
+	    "switches to the runner user for every tool and binds its socket in a\n"
+	    "root-owned directory.\n"
+	    "\n"
+	    "Exit codes: 0 ok; 1 invalid configuration; 2 runtime failure (socket,\n"
+	    "audit log, state directory); 64 usage; 77 not started as root.\n");
 }
 
 int
@@ -96,6 +102,17 @@ main(int argc, char **argv)
 		return EX_USAGE;
 	}
 	log_init(debug);
+	/*
+	 * Before the config: loading it as a user fails on root-only files (store key,
+	 * secrets) with a message that hides the real problem.
+	 */
+	if (!check && geteuid() != 0) {
+		fprintf(stderr, "shimbridged: must run as root: it switches to the runner "
+		    "user for every tool and binds its socket in a root-owned directory "
+		    "(to validate a config as this user: shimbridged --check-no-secrets -c %s)\n",
+		    path);
+		return EX_NOTROOT;
+	}
 	if (sodium_init() < 0)
 		die(EX_RUNTIME, "libsodium failed to initialise");
 	if ((cfg = config_load(path, no_secrets, &cause)) == NULL) {
@@ -120,8 +137,6 @@ main(int argc, char **argv)
 		config_unref(cfg);
 		return EX_OK;
 	}
-	if (geteuid() != 0)
-		die(EX_RUNTIME, "must run as root (it switches to the runner user for tools)");
 	if (server_run(cfg, path, &cause) != 0) {
 		fprintf(stderr, "shimbridged: %s\n", cause);
 		return EX_RUNTIME;

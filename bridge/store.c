@@ -30,9 +30,11 @@
  * since secretbox takes no associated data; it only names the format and is
  * compared exactly, so altering it is still refused.
  */
+#include <sys/file.h>
 #include <sys/types.h>
 #include <sys/stat.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -926,4 +928,100 @@ out:
 	free(why);
 	free(file);
 	return rv;
+}
+
+/* Whether name is base followed by '.' and mkostemp's six letters or digits. */
+static int
+store_is_temp(const char *name, const char *base)
+{
+	size_t	n = strlen(base), i;
+
+	if (strncmp(name, base, n) != 0 || name[n] != '.' || strlen(name + n + 1) != 6)
+		return 0;
+	for (i = n + 1; name[i] != '\0'; i++) {
+		if (!((name[i] >= 'a' && name[i] <= 'z') ||
+		    (name[i] >= 'A' && name[i] <= 'Z') ||
+		    (name[i] >= '0' && name[i] <= '9')))
+			return 0;
+	}
+	return 1;
+}
+
+/* Remove the temporary files of writers that died before their rename. */
+static void
+store_clean_temps(const char *path)
+{
+	char		*dir, *base;
+	const char	*slash;
+	struct dirent	*de;
+	struct stat	 st;
+	DIR		*d;
+	int		 dfd;
+
+	if ((slash = strrchr(path, '/')) == NULL) {
+		dir = xstrdup(".");
+		base = xstrdup(path);
+	} else {
+		dir = slash == path ? xstrdup("/") : xstrndup(path, (size_t)(slash - path));
+		base = xstrdup(slash + 1);
+	}
+	if ((d = opendir(dir)) == NULL)
+		goto out;
+	dfd = dirfd(d);
+	while ((de = readdir(d)) != NULL) {
+		if (!store_is_temp(de->d_name, base))
+			continue;
+		/* Only what a writer (root, 0600) made; never follow a link. */
+		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode) && st.st_uid == geteuid())
+			(void)unlinkat(dfd, de->d_name, 0);
+	}
+	closedir(d);
+out:
+	free(dir);
+	free(base);
+}
+
+/* Take the writers' lock: flock on PATH.lock. */
+int
+store_lock(const char *path, char **cause)
+{
+	char		*lpath = NULL;
+	struct stat	 st;
+	int		 fd = -1;
+
+	xasprintf(&lpath, "%s.lock", path);
+	fd = open(lpath, O_RDWR|O_CREAT|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC, 0600);
+	if (fd == -1) {
+		store_open_fail(cause, "secret store lock", lpath, errno);
+		goto out;
+	}
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		store_fail(cause, "secret store lock %s: not a regular file of uid %ju",
+		    lpath, (uintmax_t)geteuid());
+		goto fail;
+	}
+	while (flock(fd, LOCK_EX) == -1) {
+		if (errno != EINTR) {
+			store_fail(cause, "secret store lock %s: %s", lpath,
+			    strerror(errno));
+			goto fail;
+		}
+	}
+	store_clean_temps(path);
+	goto out;
+fail:
+	close(fd);
+	fd = -1;
+out:
+	free(lpath);
+	return fd;
+}
+
+/* Release the writers' lock. */
+void
+store_unlock(int fd)
+{
+	if (fd != -1)
+		close(fd);
 }

@@ -115,6 +115,20 @@ const char *store_name(const struct store *, size_t i);
 int	 store_save(const struct store *, const char *path,
 	     const unsigned char *key, char **cause);
 
+/*
+ * Take the writers' lock of the store at path before a read-modify-write
+ * (load, change, save): an exclusive flock(2) on PATH.lock, created mode 0600
+ * next to the store and never followed through a symbolic link. Blocks until
+ * the lock is free. With the lock held, temporary files a killed writer left
+ * (PATH.XXXXXX) are removed. Returns the lock's fd (release it with
+ * store_unlock), or -1 with *cause. Readers need no lock: a save replaces the
+ * file with one rename, so a reader sees the old store or the new one.
+ */
+int	 store_lock(const char *path, char **cause);
+
+/* Release a lock from store_lock; -1 is allowed. */
+void	 store_unlock(int fd);
+
 /* Wipe and free a store and all its names and values; NULL is allowed. */
 void	 store_free(struct store *);
 

@@ -18,8 +18,12 @@
 #          (PREFIX=/usr), PREFIX/lib/systemd/system (PREFIX=/usr/local), else
 #          /etc/systemd/system; or --unitdir
 #   macOS: /Library/LaunchDaemons/org.shimbridge.shimbridged.plist
+#   /var/log/shimbridge is root:shimbridge-audit 0750: members of that group may read
+#   the audit log (`shimbridge audit` without root); staged: root 0750
 # Users (not when staging into a DESTDIR): group shimbridge (the socket group for
-# session users) and the runner shimbridge-runner (own group, no home, no login).
+# session users), group shimbridge-audit (may read the audit log) and the runner
+# shimbridge-runner (own group, no home, no login).
+# `install.sh --uninstall [uninstall.sh options]` runs installer/uninstall.sh.
 set -eu
 
 prog=install.sh
@@ -38,12 +42,15 @@ usage() {
 	cat <<EOF
 usage: sh installer/install.sh [--prefix P] [--destdir D] [--prebuilt DIR] [--unitdir DIR]
                                [--dry-run] [--no-users]
+       sh installer/install.sh --uninstall [--prefix P] [--destdir D] [--purge] [--dry-run]
   --prefix P      installation prefix (default /usr/local)
   --destdir D     stage into D (for packaging): no users, no service manager
   --prebuilt DIR  where shimbridged, shimbridge, shimbridge-git and shim were built (default build)
   --unitdir DIR   where the systemd units go (default: chosen from the prefix)
   --dry-run       print what would change, change nothing
-  --no-users      do not create the shimbridge group and the runner user
+  --no-users      do not create the shimbridge groups and the runner user
+  --uninstall     stop the daemon and remove what an earlier run installed
+                  (installer/uninstall.sh; --purge also removes secrets and audit log)
 Exit codes: 0 ok, 1 failure, 64 usage.
 EOF
 }
@@ -52,6 +59,17 @@ die() {
 	echo "$prog: $*" >&2
 	exit 1
 }
+
+for a in "$@"; do
+	if [ "$a" = --uninstall ]; then
+		rest=
+		for b in "$@"; do
+			[ "$b" = --uninstall ] || rest="$rest '$(printf '%s' "$b" | sed "s/'/'\\\\''/g")'"
+		done
+		eval "set -- $rest"
+		exec sh "$here/uninstall.sh" "$@"
+	fi
+done
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -238,6 +256,11 @@ if [ "$users" = 1 ]; then
 			[ "$dry" = 1 ] || groupadd --system shimbridge
 			remember "group shimbridge"
 		fi
+		if ! getent group shimbridge-audit >/dev/null 2>&1; then
+			changed "create group shimbridge-audit"
+			[ "$dry" = 1 ] || groupadd --system shimbridge-audit
+			remember "group shimbridge-audit"
+		fi
 		if ! id shimbridge-runner >/dev/null 2>&1; then
 			changed "create user shimbridge-runner"
 			nologin=/usr/sbin/nologin
@@ -258,6 +281,15 @@ if [ "$users" = 1 ]; then
 				dseditgroup -o create -i "$gid" -r "shimbridge sockets" shimbridge
 			fi
 			remember "group shimbridge"
+		fi
+		if ! dscl . -read /Groups/shimbridge-audit >/dev/null 2>&1; then
+			changed "create group shimbridge-audit"
+			if [ "$dry" = 0 ]; then
+				gid=$(dscl . -list /Groups PrimaryGroupID | awk '{print $2}' | sort -n |
+					awk 'BEGIN{g=300} $1==g{g++} END{print g}')
+				dseditgroup -o create -i "$gid" -r "shimbridge audit readers" shimbridge-audit
+			fi
+			remember "group shimbridge-audit"
 		fi
 		if ! id shimbridge-runner >/dev/null 2>&1; then
 			changed "create user shimbridge-runner"
@@ -327,7 +359,15 @@ remember "keep $confdir/config.json"
 put_parents "$(dirname "$statedir")"
 put_dir "$statedir" 0755 remember
 put_parents "$(dirname "$logdir")"
-put_dir "$logdir" 0700 remember
+put_dir "$logdir" 0750 remember
+# The audit group may read the log (the daemon gives the file the directory's group).
+if [ "$staging" = 0 ] && [ "$dry" = 0 ] && [ "$uid" = 0 ] &&
+	audit_gid=$(getent group shimbridge-audit 2>/dev/null | cut -d: -f3) && [ -n "$audit_gid" ] &&
+	[ "$(stat -c %g "$logdir" 2>/dev/null || stat -f %g "$logdir")" != "$audit_gid" ]; then
+	changed "set group shimbridge-audit on $logdir"
+	chgrp shimbridge-audit "$logdir"
+	[ ! -f "$logdir/audit.log" ] || { chgrp shimbridge-audit "$logdir/audit.log"; chmod 0640 "$logdir/audit.log"; }
+fi
 
 # --- Service manager -------------------------------------------------------------
 enable_note=

@@ -1,11 +1,15 @@
 #!/bin/sh
-# Remove what installer/install.sh created, as its manifest lists it. Keeps
-# /etc/shimbridge (config, sessions.d, the secret store and its key) and
+# Remove what installer/install.sh created, as its manifest lists it. First the
+# daemon is stopped (systemd or launchd when they run it, else the shimbridged of
+# this prefix found through its socket and its pid), and only then its files,
+# the runtime directory /run/shimbridge, the runner user and the groups.
+# Keeps /etc/shimbridge (config, sessions.d, the secret store and its key) and
 # /var/log/shimbridge (the audit log) unless --purge. The state directory
 # /var/lib/shimbridge only holds caches (git mirrors, scratch) and always goes.
 # Session users made by `shimbridge session add` are not touched: remove them
 # first with `shimbridge session remove NAME`.
 #   sh installer/uninstall.sh [--prefix P] [--destdir D] [--purge] [--dry-run]
+# (also reached as `sh installer/install.sh --uninstall [...]`)
 set -eu
 
 prog=uninstall.sh
@@ -46,6 +50,8 @@ os=$(uname -s)
 confdir=/etc/shimbridge
 statedir=/var/lib/shimbridge
 logdir=/var/log/shimbridge
+rundir=/run/shimbridge
+[ "$os" = Darwin ] && rundir=/var/run/shimbridge
 manifest=$prefix/share/shimbridge/manifest
 removed=0
 
@@ -93,19 +99,55 @@ EOF
 fi
 
 # --- Stop the service first ------------------------------------------------------
+# Nothing may be removed under a running daemon: it would lose its runner user and
+# socket group while children still run as them.
+
+# Pids of shimbridged processes started from this prefix (also when their binary
+# was already replaced or deleted), and the one answering on the socket.
+daemon_pids() {
+	{
+		if [ -x "$prefix/sbin/shimbridge" ] && [ -f "$confdir/config.json" ]; then
+			"$prefix/sbin/shimbridge" -c "$confdir/config.json" status --json 2>/dev/null |
+				sed -n 's/.*"pid":\([0-9][0-9]*\).*/\1/p'
+		fi
+		for p in $(pgrep -x shimbridged 2>/dev/null || pidof shimbridged 2>/dev/null || true); do
+			exe=$(readlink "/proc/$p/exe" 2>/dev/null || true)
+			case $exe in
+			"$prefix/sbin/shimbridged"|"$prefix/sbin/shimbridged (deleted)") echo "$p" ;;
+			esac
+		done
+	} | sort -u
+}
+
+# SIGTERM each daemon and wait for it (10 s), then SIGKILL.
+stop_daemons() {
+	for pid in $(daemon_pids); do
+		if [ "$dry" = 1 ]; then
+			echo "would stop shimbridged (pid $pid)"
+			removed=$((removed + 1))
+			continue
+		fi
+		kill -TERM "$pid" 2>/dev/null || continue
+		n=0
+		while kill -0 "$pid" 2>/dev/null && [ "$n" -lt 100 ]; do
+			sleep 0.1
+			n=$((n + 1))
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -KILL "$pid" 2>/dev/null || true
+			echo "$prog: shimbridged (pid $pid) did not stop on SIGTERM; killed it" >&2
+		fi
+		echo "stopped shimbridged (pid $pid)"
+		removed=$((removed + 1))
+	done
+}
+
 if [ "$staging" = 0 ]; then
 	case $os in
 	Linux)
 		if [ -d /run/systemd/system ] && grep -q '^unit ' "$work/manifest"; then
 			act "the shimbridge units from systemd" systemctl disable --now \
 				shimbridge.socket shimbridge.service
-		else
-			# Only a daemon running from this prefix matters.
-			for pid in $(pgrep -x shimbridged 2>/dev/null || true); do
-				if [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$prefix/sbin/shimbridged" ]; then
-					echo "$prog: warning: $prefix/sbin/shimbridged is still running (pid $pid); stop it" >&2
-				fi
-			done
 		fi
 		;;
 	Darwin)
@@ -115,6 +157,8 @@ if [ "$staging" = 0 ]; then
 		fi
 		;;
 	esac
+	# Also one started by hand (no service manager, or an admin debugging).
+	stop_daemons
 fi
 
 # --- Files and links -------------------------------------------------------------
@@ -135,6 +179,9 @@ if [ "$staging" = 0 ] && [ "$dry" = 0 ] && [ "$os" = Linux ] && [ -d /run/system
 fi
 
 # --- Configuration, state and logs -----------------------------------------------
+if [ "$staging" = 0 ] && [ -d "$rundir" ]; then
+	act "$rundir (runtime directory)" rm -rf "$rundir"
+fi
 if [ -d "$destdir$statedir" ]; then
 	act "$statedir (mirrors and scratch: caches)" rm -rf "$destdir$statedir"
 fi
@@ -160,8 +207,18 @@ done < "$work/dirs"
 # --- Accounts --------------------------------------------------------------------
 if [ "$staging" = 0 ]; then
 	if grep -qx 'user shimbridge-runner' "$work/manifest" && id shimbridge-runner >/dev/null 2>&1; then
+		# The daemon is stopped: whatever still runs as the runner is left over.
+		if [ "$dry" = 0 ]; then
+			pkill -KILL -u shimbridge-runner 2>/dev/null || true
+		fi
 		case $os in
-		Linux) act "user shimbridge-runner" userdel shimbridge-runner ;;
+		Linux)
+			act "user shimbridge-runner" userdel shimbridge-runner
+			# useradd --user-group made a group of the same name.
+			if [ "$dry" = 0 ] && getent group shimbridge-runner >/dev/null 2>&1; then
+				groupdel shimbridge-runner 2>/dev/null || true
+			fi
+			;;
 		Darwin) act "user shimbridge-runner" dscl . -delete /Users/shimbridge-runner ;;
 		esac
 	fi
@@ -180,6 +237,25 @@ if [ "$staging" = 0 ]; then
 		Darwin)
 			if dscl . -read /Groups/shimbridge >/dev/null 2>&1; then
 				act "group shimbridge" dseditgroup -o delete shimbridge
+			fi
+			;;
+		esac
+	fi
+	if grep -qx 'group shimbridge-audit' "$work/manifest"; then
+		# A kept audit log becomes root-only before its group goes.
+		if [ "$purge" = 0 ] && [ "$dry" = 0 ] && [ -d "$logdir" ]; then
+			chgrp -R 0 "$logdir" && chmod 0700 "$logdir" &&
+				find "$logdir" -type f -exec chmod go-rwx {} +
+		fi
+		case $os in
+		Linux)
+			if getent group shimbridge-audit >/dev/null 2>&1; then
+				act "group shimbridge-audit" groupdel shimbridge-audit
+			fi
+			;;
+		Darwin)
+			if dscl . -read /Groups/shimbridge-audit >/dev/null 2>&1; then
+				act "group shimbridge-audit" dseditgroup -o delete shimbridge-audit
 			fi
 			;;
 		esac

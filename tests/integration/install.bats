@@ -55,10 +55,29 @@ teardown_file() {
 	local rc=0
 	if [ -n "${SB_DIR:-}" ]; then
 		sb_stop || rc=$?
+		sbi_sys_cleanup
 		rm -rf "$SB_DIR"
 	fi
 	sbi_users_remove
 	return "$rc"
+}
+
+# The system-wide install of the uninstall test (only when this suite made it).
+SBI_SYS_PREFIX=/opt/sbi-sys
+sbi_sys_cleanup() {
+	[ -f "$SB_DIR/sys-install" ] || return 0
+	local p
+	for p in $(pgrep -x shimbridged); do
+		case $(readlink "/proc/$p/exe") in "$SBI_SYS_PREFIX"/*) kill -KILL "$p" ;; esac
+	done
+	pkill -KILL -u shimbridge-runner 2>/dev/null || true
+	userdel shimbridge-runner >/dev/null 2>&1 || true
+	for p in shimbridge-runner shimbridge shimbridge-audit; do
+		groupdel "$p" >/dev/null 2>&1 || true
+	done
+	rm -rf /etc/shimbridge /var/lib/shimbridge /var/log/shimbridge /run/shimbridge \
+		"$SBI_SYS_PREFIX"
+	rm -f "$SB_DIR/sys-install"
 }
 
 # Remove every account this suite may have made (also after a crashed run).
@@ -544,7 +563,7 @@ sbi_tmp() {
 	[ "$(stat -c %a "$d/etc/shimbridge/sessions.d")" = 700 ]
 	[ "$(stat -c %a "$d/etc/shimbridge/config.json")" = 600 ]
 	[ "$(stat -c %a "$d/var/lib/shimbridge")" = 755 ]
-	[ "$(stat -c %a "$d/var/log/shimbridge")" = 700 ]
+	[ "$(stat -c %a "$d/var/log/shimbridge")" = 750 ]
 	[ -f "$d/usr/local/lib/systemd/system/shimbridge.socket" ]
 	grep -q '^ExecStart=/usr/local/sbin/shimbridged ' "$d/usr/local/lib/systemd/system/shimbridge.service"
 
@@ -580,6 +599,60 @@ sbi_tmp() {
 	run "$SB_BUILD/shimbridged" --check-no-secrets -c "$c"
 	[ "$status" -eq 0 ]
 	[[ $output == *": ok (version "* ]]
+}
+
+@test "install.sh --uninstall stops a daemon started by hand first, then removes users, groups, /run/shimbridge; --purge secrets and audit" {
+	[ ! -d /run/systemd/system ] || skip "systemd runs here: uninstall uses systemctl"
+	if [ -e /etc/shimbridge ] || getent group shimbridge >/dev/null || id shimbridge-runner >/dev/null 2>&1; then
+		skip "shimbridge is installed system-wide on this machine"
+	fi
+	local p=$SBI_SYS_PREFIX pid runner
+	: >"$SB_DIR/sys-install"
+	run -0 sh "$SB_ROOT/installer/install.sh" --prefix "$p" --prebuilt "$SB_BUILD"
+	getent group shimbridge >/dev/null
+	getent group shimbridge-audit >/dev/null
+	id shimbridge-runner >/dev/null
+	[ "$(stat -c '%a %U %G' /var/log/shimbridge)" = "750 root shimbridge-audit" ]
+	# A config the daemon starts with, a secret, and the daemon started by hand.
+	printf '%s\n' '{"socket": {"path": "/run/shimbridge/bridge.sock", "group": "shimbridge"},' \
+		'"runner": "shimbridge-runner",' \
+		'"tools": {"say": {"path": "/bin/echo", "rules": [{"allow": ["**"]}]}}}' \
+		>/etc/shimbridge/config.json
+	mkdir -p -m 0755 /run/shimbridge
+	"$p/sbin/shimbridge" secret init >/dev/null
+	printf value | "$p/sbin/shimbridge" --no-reload secret set tok >/dev/null
+	"$p/sbin/shimbridged" -c /etc/shimbridge/config.json </dev/null >"$SB_DIR/sys.log" 2>&1 3>&- &
+	pid=$!
+	sb_wait_for 10 test -S /run/shimbridge/bridge.sock
+	[ "$(stat -c '%a %U %G' /var/log/shimbridge/audit.log)" = "640 root shimbridge-audit" ]
+	runuser -u shimbridge-runner -- sleep 300 </dev/null >/dev/null 2>&1 3>&- &
+	runner=$!
+
+	run -0 sh "$SB_ROOT/installer/install.sh" --uninstall --prefix "$p"
+	# The daemon went first, before its user and its files.
+	[[ $output == *"stopped shimbridged (pid $pid)"*"removed $p/sbin/shimbridged"*"removed user shimbridge-runner"* ]]
+	! kill -0 "$pid" 2>/dev/null
+	wait "$pid" || true
+	wait "$runner" || true
+	! pgrep -u shimbridge-runner >/dev/null 2>&1
+	! id shimbridge-runner 2>/dev/null
+	! getent group shimbridge
+	! getent group shimbridge-audit
+	! getent group shimbridge-runner
+	[ ! -e /run/shimbridge ]
+	[ ! -e "$p" ]
+	[ ! -e /var/lib/shimbridge ]
+	# Kept without --purge: config, secrets, audit log (now root-only).
+	[ -f /etc/shimbridge/config.json ]
+	[ -f /etc/shimbridge/secrets.store ]
+	[ -f /etc/shimbridge/store.key ]
+	[ "$(stat -c '%a %U %G' /var/log/shimbridge/audit.log)" = "600 root root" ]
+	[ "$(stat -c '%a %G' /var/log/shimbridge)" = "700 root" ]
+
+	run -0 sh "$SB_ROOT/installer/uninstall.sh" --prefix "$p" --purge
+	[ ! -e /etc/shimbridge ]
+	[ ! -e /var/log/shimbridge ]
+	rm -f "$SB_DIR/sys-install"
 }
 
 @test "make install PREFIX= DESTDIR= works, and uninstall leaves only the kept config" {

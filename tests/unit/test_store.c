@@ -8,8 +8,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <sys/file.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -1149,6 +1154,157 @@ test_unseal_malformed(void **state)
 	free(cause);
 }
 
+/*
+ * Where a writer dies in test_killed_writer: 0 nowhere, 1 at the fsync of its
+ * temporary file (written, not yet renamed), 2 at the fsync of the directory
+ * (renamed). This definition takes the place of libc's fsync for store.c.
+ */
+static int kill_at_fsync;
+
+int
+fsync(int fd)
+{
+	struct stat	st;
+
+	if (kill_at_fsync != 0 && fstat(fd, &st) == 0 &&
+	    ((kill_at_fsync == 1 && S_ISREG(st.st_mode)) ||
+	    (kill_at_fsync == 2 && S_ISDIR(st.st_mode))))
+		raise(SIGKILL);
+	return (int)syscall(SYS_fsync, fd);
+}
+
+/* In a child: lock, load, set name, save, unlock; exit 0 on success. */
+static void
+child_set(const struct fx *f, const char *name)
+{
+	struct store	*s = NULL;
+	char		*cause = NULL;
+	int		 lk;
+
+	if ((lk = store_lock(f->store, &cause)) < 0 ||
+	    store_load(f->store, f->key, 1, &s, &cause) != 0 ||
+	    store_set(s, name, (const unsigned char *)"value", 5, &cause) != 0 ||
+	    store_save(s, f->store, f->key, &cause) != 0) {
+		fprintf(stderr, "child %s: %s\n", name, cause);
+		_exit(1);
+	}
+	store_unlock(lk);
+	store_free(s);
+	_exit(0);
+}
+
+/* Fifty writers at once, each adding its own name: every one is kept. */
+static void
+test_lock_parallel_writers(void **state)
+{
+	struct fx	*f = *state;
+	struct store	*s = NULL;
+	char		*cause = NULL, name[16];
+	pid_t		 pids[50];
+	int		 i, status;
+
+	for (i = 0; i < 50; i++) {
+		snprintf(name, sizeof name, "w%02d", i);
+		pids[i] = fork();
+		assert_true(pids[i] != -1);
+		if (pids[i] == 0)
+			child_set(f, name);
+	}
+	for (i = 0; i < 50; i++) {
+		assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	assert_int_equal(store_load(f->store, f->key, 0, &s, &cause), 0);
+	assert_int_equal(store_count(s), 50);
+	for (i = 0; i < 50; i++) {
+		snprintf(name, sizeof name, "w%02d", i);
+		assert_string_equal(store_name(s, (size_t)i), name);
+	}
+	store_free(s);
+	/* Only the store and its lock file are left: no temporary file. */
+	assert_int_equal(count_dir(f->dir), 2);
+}
+
+/* The lock is exclusive: a second taker waits until the first releases it. */
+static void
+test_lock_exclusive(void **state)
+{
+	struct fx	*f = *state;
+	char		*cause = NULL, *lpath;
+	int		 lk, fd;
+
+	lk = store_lock(f->store, &cause);
+	assert_true(lk >= 0);
+	lpath = tpath(f, "secrets.store.lock");
+	fd = open(lpath, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), -1);
+	assert_int_equal(errno, EWOULDBLOCK);
+	store_unlock(lk);
+	assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+	close(fd);
+	/* A symbolic link in place of the lock file is refused. */
+	unlink(lpath);
+	assert_int_equal(symlink("/etc/passwd", lpath), 0);
+	assert_int_equal(store_lock(f->store, &cause), -1);
+	assert_non_null(strstr(cause, "symbolic link"));
+	free(cause);
+	free(lpath);
+}
+
+/*
+ * A writer killed after writing its temporary file but before the rename leaves
+ * the previous store readable and unchanged; the next writer's lock removes the
+ * left-over file. Killed after the rename, the new store is complete.
+ */
+static void
+test_killed_writer(void **state)
+{
+	struct fx	*f = *state;
+	struct store	*s = NULL;
+	char		*cause = NULL;
+	pid_t		 pid;
+	int		 status, lk;
+
+	pid = fork();
+	assert_true(pid != -1);
+	if (pid == 0)
+		child_set(f, "first");
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	kill_at_fsync = 1;
+	pid = fork();
+	if (pid == 0)
+		child_set(f, "second");
+	kill_at_fsync = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	/* store, lock, and the dead writer's temporary file */
+	assert_int_equal(count_dir(f->dir), 3);
+	assert_int_equal(store_load(f->store, f->key, 0, &s, &cause), 0);
+	assert_int_equal(store_count(s), 1);
+	assert_string_equal(store_name(s, 0), "first");
+	store_free(s);
+	s = NULL;
+	lk = store_lock(f->store, &cause);
+	assert_true(lk >= 0);
+	assert_int_equal(count_dir(f->dir), 2);
+	store_unlock(lk);
+
+	kill_at_fsync = 2;
+	pid = fork();
+	if (pid == 0)
+		child_set(f, "third");
+	kill_at_fsync = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	assert_int_equal(store_load(f->store, f->key, 0, &s, &cause), 0);
+	assert_int_equal(store_count(s), 2);
+	assert_string_equal(store_name(s, 1), "third");
+	store_free(s);
+}
+
 /* Run every test, each in its own temporary directory. */
 int
 main(void)
@@ -1182,6 +1338,9 @@ main(void)
 		T(test_decode_valid),
 		T(test_decode_malformed),
 		T(test_unseal_malformed),
+		T(test_lock_parallel_writers),
+		T(test_lock_exclusive),
+		T(test_killed_writer),
 #undef T
 	};
 

@@ -1,0 +1,147 @@
+/*
+ * One authenticated HTTPS (or configured plain HTTP) GET for shimbridge check,
+ * through libcurl: certificate and host name verified, short timeouts, no
+ * redirects, no proxy from the environment, the body discarded. The caller's
+ * Authorization header is the only credential sent; it is never printed.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+#include <sodium.h>
+
+#include "admin.h"
+#include "util.h"
+
+#define PROBE_HEADER_MAX	1024	/* longest response header value kept */
+#define PROBE_BODY_MAX		4096	/* bytes of the body kept (for an error message) */
+
+/* Keep the two response headers check reports (case-insensitive names). */
+static size_t
+probe_header(char *buf, size_t size, size_t n, void *arg)
+{
+	struct probe_result *r = arg;
+	size_t len = size * n, i;
+	static const struct { const char *name; size_t off; } want[] = {
+		{ "x-oauth-scopes:", offsetof(struct probe_result, scopes) },
+		{ "github-authentication-token-expiration:",
+		    offsetof(struct probe_result, expires) },
+	};
+
+	for (i = 0; i < sizeof want / sizeof want[0]; i++) {
+		size_t nl = strlen(want[i].name), vl;
+		char **slot = (char **)((char *)r + want[i].off);
+		const char *v;
+
+		if (len < nl || strncasecmp(buf, want[i].name, nl) != 0)
+			continue;
+		v = buf + nl;
+		vl = len - nl;
+		while (vl > 0 && (*v == ' ' || *v == '\t')) {
+			v++;
+			vl--;
+		}
+		while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+			vl--;
+		free(*slot);
+		*slot = xstrndup(v, vl > PROBE_HEADER_MAX ? PROBE_HEADER_MAX : vl);
+	}
+	return len;
+}
+
+/* Keep the start of the body (an error message says why), discard the rest. */
+static size_t
+probe_body(char *buf, size_t size, size_t n, void *arg)
+{
+	struct probe_result *r = arg;
+	size_t len = size * n, have = r->body != NULL ? strlen(r->body) : 0, take;
+
+	take = have + len > PROBE_BODY_MAX ? PROBE_BODY_MAX - have : len;
+	if (take > 0) {
+		r->body = xreallocarray(r->body, have + take + 1, 1);
+		memcpy(r->body + have, buf, take);
+		r->body[have + take] = '\0';
+		/* A NUL in the body ends what is kept: the text is only searched. */
+	}
+	return len;
+}
+
+/* GET url with one Authorization header; fills *r (probe_result_free). */
+int
+probe_get(const char *url, const char *authorization, const char *ca_file, long timeout,
+    struct probe_result *r)
+{
+	static int inited;
+	struct curl_slist *hdrs = NULL, *h;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	CURLcode cc;
+	CURL *curl;
+	long code = 0;
+	int rc = -1;
+
+	memset(r, 0, sizeof *r);
+	if (!inited) {
+		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+			r->error = xstrdup("libcurl failed to initialise");
+			return -1;
+		}
+		inited = 1;
+	}
+	if ((curl = curl_easy_init()) == NULL) {
+		r->error = xstrdup("libcurl failed to initialise");
+		return -1;
+	}
+	hdrs = curl_slist_append(NULL, authorization);
+	h = curl_slist_append(hdrs, "Accept: application/vnd.github+json");
+	if (hdrs == NULL || h == NULL) {
+		r->error = xstrdup("out of memory");
+		goto out;
+	}
+	hdrs = h;
+	curl_easy_setopt(curl, CURLOPT_URL, url);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(curl, CURLOPT_USERAGENT, "shimbridge-check/" SHIMBRIDGE_VERSION);
+	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "https,http");
+	curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(curl, CURLOPT_PROXY, "");	/* never a proxy from the environment */
+	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, timeout < 5 ? timeout : 5L);
+	curl_easy_setopt(curl, CURLOPT_TIMEOUT, timeout);
+	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (ca_file != NULL)
+		curl_easy_setopt(curl, CURLOPT_CAINFO, ca_file);
+	curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, probe_header);
+	curl_easy_setopt(curl, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, probe_body);
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+	if ((cc = curl_easy_perform(curl)) != CURLE_OK) {
+		xasprintf(&r->error, "%s", errbuf[0] != '\0' ? errbuf : curl_easy_strerror(cc));
+		goto out;
+	}
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+	r->status = (int)code;
+	rc = 0;
+out:
+	/* Our copy of the credential goes; libcurl's own buffers are freed with it. */
+	for (h = hdrs; h != NULL; h = h->next)
+		sodium_memzero(h->data, strlen(h->data));
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(curl);
+	return rc;
+}
+
+/* Free what probe_get filled in. */
+void
+probe_result_free(struct probe_result *r)
+{
+	free(r->scopes);
+	free(r->expires);
+	free(r->error);
+	free(r->body);
+	memset(r, 0, sizeof *r);
+}
