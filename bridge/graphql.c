@@ -40,6 +40,7 @@ struct graphql_parser {
 	/* The current token. */
 	enum graphql_tok	 tok;
 	char			 punct;
+	int			 block;		/* TOK_STRING: a block string */
 	const char		*start;		/* token text in src */
 	size_t			 tlen;
 	char			*str;		/* TOK_STRING: decoded, in the arena */
@@ -275,6 +276,7 @@ graphql_lex_string(struct graphql_parser *p)
 	p->str = d;
 	p->slen = o;
 	p->tok = TOK_STRING;
+	p->block = 0;
 	p->tlen = i + 1 - p->pos;
 	p->pos = i + 1;
 	return;
@@ -378,6 +380,7 @@ graphql_lex_block_string(struct graphql_parser *p)
 	p->str = d;
 	p->slen = o;
 	p->tok = TOK_STRING;
+	p->block = 1;
 }
 
 /* Whether c may start a name. */
@@ -653,6 +656,7 @@ graphql_value(struct graphql_parser *p, int isconst)
 		v->kind = GRAPHQL_STRING;
 		v->str = p->str;
 		v->len = p->slen;
+		v->block = p->block;
 		graphql_next(p);
 		return v;
 	case TOK_NAME:

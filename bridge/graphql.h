@@ -41,6 +41,7 @@ struct graphql_value {
 	const char		*str;
 	size_t			 len;
 	const char		*name;	/* member of an object: the field name */
+	int			 block;	/* GRAPHQL_STRING written as a block string */
 	struct graphql_value	*child;
 	struct graphql_value	*next;	/* next list item or object field */
 };

@@ -231,6 +231,14 @@ test_strings(void **state)
 	assert_string_value("{f(a: \"\"\"\r\n  a\r  b\r\n\"\"\"){id}}", "a\nb", 3);
 	assert_string_value("{f(a: \"\"\"\"\"\"){id}}", "", 0);
 	assert_string_value("{f(a: \"\"\"\n \t \n\"\"\"){id}}", "", 0);
+	{
+		struct graphql_doc *d = parse("{f(a: \"\"\"x\"\"\", b: \"x\"){id}}");
+
+		assert_non_null(d);
+		assert_true(first_value(d)->block);
+		assert_false(d->ops->sels->args->next->value->block);
+		graphql_free(d);
+	}
 	assert_true(refused("{f(a: \"\"\"abc\"\"){id}}"));
 }
 

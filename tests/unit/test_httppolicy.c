@@ -240,6 +240,14 @@ test_rest_methods(void **state)
 	assert_false(REST("OPTIONS", "/repos/o/r"));
 	assert_false(REST("", "/repos/o/r"));
 	assert_false(REST("CONNECT", "api.github.com:443"));
+	/* Method overrides and non-JSON writes. */
+	assert_false(REST("POST", "/repos/o/r/issues?_method=DELETE"));
+	assert_false(REST("POST", "/repos/o/r/issues?x=1&%5Fmethod=DELETE"));
+	assert_false(REST("POST", "/repos/o/r/issues?_METHOD=DELETE"));
+	assert_false(GET("/repos/o/r/issues?_method=DELETE"));
+	assert_false(hp(HTTP_API_GITHUB, 0, "POST", "/repos/o/r/issues",
+	    "application/x-www-form-urlencoded", "_method=DELETE", 14));
+	assert_true(hp(HTTP_API_GITHUB, 0, "POST", "/repos/o/r/issues", NULL, "{}", 2));
 }
 
 static void
@@ -414,8 +422,29 @@ test_graphql_scope(void **state)
 	assert_false(gql("{repository(owner:\"o\",name:\"r/../y\"){id}}", NULL, NULL));
 	assert_false(gql("{repository(name:\"r\"){id}}", NULL, NULL));
 	assert_false(gql("{repository(owner:\"o\",name:\"r\",extra:1){id}}", NULL, NULL));
-	assert_true(gql("{repository(owner:\"\"\"o\"\"\",name:\"\"\"\n  r\n\"\"\"){id}}", NULL,
-	    NULL));							/* block strings */
+	/* Block strings: their value hangs on indentation rules; gh never sends them. */
+	assert_false(gql("{repository(owner:\"\"\"o\"\"\",name:\"\"\"\n  r\n\"\"\"){id}}", NULL,
+	    NULL));
+	assert_false(gql("query($o:String=\"\"\"o\"\"\"){repository(owner:$o,name:\"r\"){id}}",
+	    NULL, NULL));
+	assert_true(gql("{repository(owner:\"\\u006f\",name:\"r\"){id}}", NULL, NULL));
+	/* node(id:): issues and pull requests only. */
+	assert_true(gql("query($id:ID!){node(id:$id){...on PullRequest{number} ...F __typename "
+	    "id}} fragment F on Issue{title}", "{\"id\":\"PR_1\"}", NULL));
+	assert_false(gql("{node(id:\"R_1\"){...on Repository{name}}}", NULL, NULL));
+	assert_false(gql("{node(id:\"R_1\"){...F}} fragment F on Repository{name}", NULL, NULL));
+	assert_false(gql("{node(id:\"R_1\"){...{id}}}", NULL, NULL));
+	assert_false(gql("{node(id:\"U_1\"){login}}", NULL, NULL));
+	assert_false(gql("{nodes(ids:[\"I_1\"]){...on Issue{repository{issues(first:1){nodes{"
+	    "body}}}}}}", NULL, NULL));
+	/* Fields gh never reads are refused, wherever they are. */
+	assert_false(gql("{repository(owner:\"o\",name:\"r\"){object(expression:\"HEAD:x\"){"
+	    "...on Blob{text}}}}", NULL, NULL));
+	assert_true(why_has("object"));
+	assert_false(gql("{repository(owner:\"o\",name:\"r\"){issue(number:1){author{...on User"
+	    "{bio company}}}}}", NULL, NULL));
+	assert_false(gql("mutation{createIssue(input:{}){issue{repository{object(expression:"
+	    "\"HEAD\"){id}}}}}", NULL, NULL));
 	assert_false(gql("{repository(owner:\"\"\"x\"\"\",name:\"\"\"y\"\"\"){id}}", NULL, NULL));
 	/* Directives other than skip/include. */
 	assert_false(gql("{viewer{login @export(as:\"x\")}}", NULL, NULL));
