@@ -1209,7 +1209,10 @@ hp_json_type(const char *ct)
 
 	if (ct == NULL || strncasecmp(ct, "application/json", n) != 0)
 		return 0;
-	return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
+	ct += n;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	return *ct == '\0' || *ct == ';';
 }
 
 /* The GraphQL check: body { query, variables?, operationName? }. */
@@ -1416,7 +1419,7 @@ httppolicy_check(const struct httppolicy_scope *sc, const struct httppolicy_req 
 		hp_method_word(req->method, m, sizeof m);
 		hp_sum_add(buf, &o, m, strlen(m), "");
 		hp_sum_add(buf, &o, " ", 1, " ");
-		hp_sum_add(buf, &o, req->target, strlen(req->target), "/-._~!$&'()*+,;=:@?");
+		hp_sum_add(buf, &o, req->target, strlen(req->target), "/-._~!$&'()*+,;=:@?%");
 		v->summary = xstrdup(buf);
 		goto out;
 	}
@@ -1451,7 +1454,8 @@ httppolicy_check(const struct httppolicy_scope *sc, const struct httppolicy_req 
 		goto out;
 	}
 	if (hp_method_override(t.query)) {
-		hp_why(&v->reason, "a _method parameter (method override) is refused");
+		hp_why(&v->reason, "the query string has a _method parameter (method override) "
+		    "or a malformed %%-escape; such requests are refused");
 		goto out;
 	}
 	if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0 &&

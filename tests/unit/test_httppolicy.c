@@ -533,6 +533,8 @@ test_graphql_bodies(void **state)
 	assert_false(POST("text/plain", q, strlen(q)));
 	assert_false(POST("application/x-www-form-urlencoded", q, strlen(q)));
 	assert_false(POST("application/jsonx", q, strlen(q)));
+	assert_false(POST("application/json x", q, strlen(q)));
+	assert_true(POST("application/json ;charset=utf-8", q, strlen(q)));
 	assert_false(hp(HTTP_API_GITHUB, 0, "GET", "/graphql?query=%7Bviewer%7Blogin%7D%7D",
 	    NULL, NULL, 0));
 	assert_false(hp(HTTP_API_GITHUB, 0, "POST", "/graphql?query=x", "application/json", q,
