@@ -857,7 +857,6 @@ graphql_vardefs(struct graphql_parser *p, struct graphql_vardef **out)
 		return -1;
 	}
 	while (p->err == NULL && !graphql_is(p, ')')) {
-		struct graphql_directive *dirs;
 		char type[256];
 		size_t tlen = 0;
 
@@ -873,7 +872,7 @@ graphql_vardefs(struct graphql_parser *p, struct graphql_vardef **out)
 			if ((v->defval = graphql_value(p, 1)) == NULL)
 				return -1;
 		}
-		if (graphql_directives(p, 1, &dirs) != 0)
+		if (graphql_directives(p, 1, &v->dirs) != 0)
 			return -1;
 		for (o = *out; o != NULL; o = o->next) {
 			if (strcmp(o->name, v->name) == 0) {

@@ -79,6 +79,7 @@ struct graphql_vardef {
 	const char		*name;
 	const char		*type;		/* as written, without blanks: "[String!]!" */
 	struct graphql_value	*defval;	/* default value, or NULL */
+	struct graphql_directive *dirs;
 	struct graphql_vardef	*next;
 };
 

@@ -1215,6 +1215,19 @@ hp_json_type(const char *ct)
 	return *ct == '\0' || *ct == ';';
 }
 
+/* Whether any variable definition of op carries a directive. */
+static int
+hp_gql_vardirs(const struct graphql_op *op)
+{
+	const struct graphql_vardef *v;
+
+	for (v = op->vars; v != NULL; v = v->next) {
+		if (v->dirs != NULL)
+			return 1;
+	}
+	return 0;
+}
+
 /* The GraphQL check: body { query, variables?, operationName? }. */
 static int
 hp_graphql(const struct httppolicy_scope *sc, const struct httppolicy_req *req,
@@ -1297,8 +1310,8 @@ hp_graphql(const struct httppolicy_scope *sc, const struct httppolicy_req *req,
 			hp_why(&g.why, "GraphQL subscriptions are refused");
 			break;
 		}
-		if (op->dirs != NULL) {
-			hp_why(&g.why, "directives on GraphQL operations are refused");
+		if (op->dirs != NULL || hp_gql_vardirs(op)) {
+			hp_why(&g.why, "directives on GraphQL operations and variables are refused");
 			break;
 		}
 		if (hp_gql_sels(&g, op->sels, op->type == GRAPHQL_MUTATION ? CTX_MUTATION :

@@ -178,6 +178,11 @@ test_values(void **state)
 	/* Variables are not constants. */
 	assert_true(refused("query($a: Int = $b) {id}"));
 	assert_false(refused("query($a: Int = 1, $b: [String!]! = [\"x\"]) {id}"));
+	d = parse("query($a: [Int!]! = [1] @d(x: 1)) {id}");
+	assert_non_null(d);
+	assert_string_equal(d->ops->vars->type, "[Int!]!");
+	assert_string_equal(d->ops->vars->dirs->name, "d");
+	graphql_free(d);
 	assert_false(refused("query { f(a: $ x) { id } }"));
 }
 

@@ -452,6 +452,11 @@ test_graphql_scope(void **state)
 	/* Directives other than skip/include. */
 	assert_false(gql("{viewer{login @export(as:\"x\")}}", NULL, NULL));
 	assert_false(gql("query @live {viewer{login}}", NULL, NULL));
+	assert_false(gql("query($o:String=\"o\" @x){repository(owner:$o,name:\"r\"){id}}", NULL,
+	    NULL));
+	assert_false(gql("{...F} fragment F on Query @x {viewer{login}}", NULL, NULL));
+	assert_true(gql("{...F @include(if:true)} fragment F on Query {viewer{login}}", NULL,
+	    NULL));
 }
 
 static void
