@@ -587,6 +587,7 @@ graphql_compound(struct graphql_parser *p, int isconst, struct graphql_value *v)
 {
 	char close = v->kind == GRAPHQL_LIST ? ']' : '}';
 	struct graphql_value **tail = &v->child, *m, *o;
+	size_t count = 0;
 
 	if (graphql_enter(p) != 0)
 		return NULL;
@@ -595,6 +596,11 @@ graphql_compound(struct graphql_parser *p, int isconst, struct graphql_value *v)
 		const char *name = NULL;
 
 		if (v->kind == GRAPHQL_OBJECT) {
+			if (++count > GRAPHQL_MAX_NAMED) {
+				graphql_error(p, "an input object has more than %d fields",
+				    GRAPHQL_MAX_NAMED);
+				return NULL;
+			}
 			if ((name = graphql_name(p)) == NULL || graphql_expect(p, ':') != 0)
 				return NULL;
 			for (o = v->child; o != NULL; o = o->next) {
@@ -683,6 +689,7 @@ static int
 graphql_args(struct graphql_parser *p, int isconst, struct graphql_arg **out)
 {
 	struct graphql_arg **tail = out, *a, *o;
+	size_t count = 0;
 
 	*out = NULL;
 	if (!graphql_is(p, '('))
@@ -693,6 +700,10 @@ graphql_args(struct graphql_parser *p, int isconst, struct graphql_arg **out)
 		return -1;
 	}
 	while (p->err == NULL && !graphql_is(p, ')')) {
+		if (++count > GRAPHQL_MAX_NAMED) {
+			graphql_error(p, "a field has more than %d arguments", GRAPHQL_MAX_NAMED);
+			return -1;
+		}
 		if ((a = graphql_new(p, sizeof *a)) == NULL ||
 		    (a->name = graphql_name(p)) == NULL || graphql_expect(p, ':') != 0 ||
 		    (a->value = graphql_value(p, isconst)) == NULL)
@@ -847,6 +858,7 @@ static int
 graphql_vardefs(struct graphql_parser *p, struct graphql_vardef **out)
 {
 	struct graphql_vardef **tail = out, *v, *o;
+	size_t count = 0;
 
 	*out = NULL;
 	if (!graphql_is(p, '('))
@@ -857,6 +869,11 @@ graphql_vardefs(struct graphql_parser *p, struct graphql_vardef **out)
 		return -1;
 	}
 	while (p->err == NULL && !graphql_is(p, ')')) {
+		if (++count > GRAPHQL_MAX_NAMED) {
+			graphql_error(p, "an operation has more than %d variables",
+			    GRAPHQL_MAX_NAMED);
+			return -1;
+		}
 		char type[256];
 		size_t tlen = 0;
 

@@ -17,6 +17,8 @@
 #define GRAPHQL_MAX_DEPTH	40		/* nested selection sets, values and types */
 #define GRAPHQL_MAX_FRAGMENTS	128		/* fragment definitions */
 #define GRAPHQL_MAX_OPERATIONS	32		/* operation definitions */
+#define GRAPHQL_MAX_NAMED	256		/* arguments of a field, fields of an input
+						   object, variables of an operation */
 
 enum graphql_op_type {
 	GRAPHQL_QUERY,

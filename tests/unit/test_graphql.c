@@ -375,6 +375,17 @@ test_limits(void **state)
 		sprintf(doc + strlen(doc), " fragment F%zu on Q {a}", i);
 	assert_true(refused(doc));
 	free(doc);
+	/* Named members (duplicate checks are quadratic): arguments, object fields, variables. */
+	doc = malloc(16 * (GRAPHQL_MAX_NAMED + 2) + 64);
+	for (n = 0; n < 3; n++) {
+		strcpy(doc, n == 0 ? "{f(" : n == 1 ? "{f(a:{" : "query(");
+		for (i = 0; i <= GRAPHQL_MAX_NAMED; i++)
+			sprintf(doc + strlen(doc), n == 2 ? "$a%zu:Int " : "a%zu:1 ", i);
+		strcat(doc, n == 0 ? ")}" : n == 1 ? "})}" : "){f}");
+		assert_true(refused(doc));
+		assert_non_null(strstr(cause, "more than"));
+	}
+	free(doc);
 	/* Many block strings stay within the arena (no quadratic copies). */
 	n = GRAPHQL_MAX_SIZE - 64;
 	doc = malloc(n + 64);
