@@ -1045,6 +1045,7 @@ graphql_check_source(const char *src, size_t len, char **cause)
 	return 0;
 }
 
+/* Parse an executable document (see graphql.h for limits and refusals). */
 struct graphql_doc *
 graphql_parse(const char *src, size_t len, char **cause)
 {
@@ -1079,6 +1080,7 @@ graphql_parse(const char *src, size_t len, char **cause)
 	return doc;
 }
 
+/* Free a document and its arena. */
 void
 graphql_free(struct graphql_doc *doc)
 {
@@ -1096,6 +1098,7 @@ graphql_free(struct graphql_doc *doc)
 	free(doc);
 }
 
+/* The fragment called name, or NULL. */
 const struct graphql_frag *
 graphql_fragment(const struct graphql_doc *doc, const char *name)
 {
@@ -1108,6 +1111,7 @@ graphql_fragment(const struct graphql_doc *doc, const char *name)
 	return NULL;
 }
 
+/* The keyword of an operation type. */
 const char *
 graphql_op_word(enum graphql_op_type t)
 {

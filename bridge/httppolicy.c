@@ -483,6 +483,7 @@ hp_search_space(char c)
 static const char *const hp_scope_keys[] = { "repo:", "org:", "user:", "owner:",
     "repository:", NULL };
 
+/* Check a search query: a repo: qualifier in scope and nothing that widens it. */
 int
 httppolicy_search_query(const struct httppolicy_scope *sc, const char *q, size_t len,
     char **why)
@@ -1405,6 +1406,7 @@ hp_git(const struct httppolicy_scope *sc, const struct httppolicy_req *req,
 	return 0;
 }
 
+/* Decide on one request (see httppolicy.h). */
 int
 httppolicy_check(const struct httppolicy_scope *sc, const struct httppolicy_req *req,
     struct httppolicy_verdict *v)
@@ -1493,6 +1495,7 @@ out:
 	return 0;
 }
 
+/* Free a verdict's strings. */
 void
 httppolicy_verdict_free(struct httppolicy_verdict *v)
 {
