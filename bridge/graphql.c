@@ -40,6 +40,7 @@ struct graphql_parser {
 	/* The current token. */
 	enum graphql_tok	 tok;
 	char			 punct;
+	int			 block;		/* TOK_STRING: a block string */
 	const char		*start;		/* token text in src */
 	size_t			 tlen;
 	char			*str;		/* TOK_STRING: decoded, in the arena */
@@ -275,6 +276,7 @@ graphql_lex_string(struct graphql_parser *p)
 	p->str = d;
 	p->slen = o;
 	p->tok = TOK_STRING;
+	p->block = 0;
 	p->tlen = i + 1 - p->pos;
 	p->pos = i + 1;
 	return;
@@ -378,6 +380,7 @@ graphql_lex_block_string(struct graphql_parser *p)
 	p->str = d;
 	p->slen = o;
 	p->tok = TOK_STRING;
+	p->block = 1;
 }
 
 /* Whether c may start a name. */
@@ -584,6 +587,7 @@ graphql_compound(struct graphql_parser *p, int isconst, struct graphql_value *v)
 {
 	char close = v->kind == GRAPHQL_LIST ? ']' : '}';
 	struct graphql_value **tail = &v->child, *m, *o;
+	size_t count = 0;
 
 	if (graphql_enter(p) != 0)
 		return NULL;
@@ -592,6 +596,11 @@ graphql_compound(struct graphql_parser *p, int isconst, struct graphql_value *v)
 		const char *name = NULL;
 
 		if (v->kind == GRAPHQL_OBJECT) {
+			if (++count > GRAPHQL_MAX_NAMED) {
+				graphql_error(p, "an input object has more than %d fields",
+				    GRAPHQL_MAX_NAMED);
+				return NULL;
+			}
 			if ((name = graphql_name(p)) == NULL || graphql_expect(p, ':') != 0)
 				return NULL;
 			for (o = v->child; o != NULL; o = o->next) {
@@ -653,6 +662,7 @@ graphql_value(struct graphql_parser *p, int isconst)
 		v->kind = GRAPHQL_STRING;
 		v->str = p->str;
 		v->len = p->slen;
+		v->block = p->block;
 		graphql_next(p);
 		return v;
 	case TOK_NAME:
@@ -679,6 +689,7 @@ static int
 graphql_args(struct graphql_parser *p, int isconst, struct graphql_arg **out)
 {
 	struct graphql_arg **tail = out, *a, *o;
+	size_t count = 0;
 
 	*out = NULL;
 	if (!graphql_is(p, '('))
@@ -689,6 +700,10 @@ graphql_args(struct graphql_parser *p, int isconst, struct graphql_arg **out)
 		return -1;
 	}
 	while (p->err == NULL && !graphql_is(p, ')')) {
+		if (++count > GRAPHQL_MAX_NAMED) {
+			graphql_error(p, "a field has more than %d arguments", GRAPHQL_MAX_NAMED);
+			return -1;
+		}
 		if ((a = graphql_new(p, sizeof *a)) == NULL ||
 		    (a->name = graphql_name(p)) == NULL || graphql_expect(p, ':') != 0 ||
 		    (a->value = graphql_value(p, isconst)) == NULL)
@@ -843,6 +858,7 @@ static int
 graphql_vardefs(struct graphql_parser *p, struct graphql_vardef **out)
 {
 	struct graphql_vardef **tail = out, *v, *o;
+	size_t count = 0;
 
 	*out = NULL;
 	if (!graphql_is(p, '('))
@@ -853,7 +869,11 @@ graphql_vardefs(struct graphql_parser *p, struct graphql_vardef **out)
 		return -1;
 	}
 	while (p->err == NULL && !graphql_is(p, ')')) {
-		struct graphql_directive *dirs;
+		if (++count > GRAPHQL_MAX_NAMED) {
+			graphql_error(p, "an operation has more than %d variables",
+			    GRAPHQL_MAX_NAMED);
+			return -1;
+		}
 		char type[256];
 		size_t tlen = 0;
 
@@ -869,7 +889,7 @@ graphql_vardefs(struct graphql_parser *p, struct graphql_vardef **out)
 			if ((v->defval = graphql_value(p, 1)) == NULL)
 				return -1;
 		}
-		if (graphql_directives(p, 1, &dirs) != 0)
+		if (graphql_directives(p, 1, &v->dirs) != 0)
 			return -1;
 		for (o = *out; o != NULL; o = o->next) {
 			if (strcmp(o->name, v->name) == 0) {
@@ -1025,6 +1045,7 @@ graphql_check_source(const char *src, size_t len, char **cause)
 	return 0;
 }
 
+/* Parse an executable document (see graphql.h for limits and refusals). */
 struct graphql_doc *
 graphql_parse(const char *src, size_t len, char **cause)
 {
@@ -1059,6 +1080,7 @@ graphql_parse(const char *src, size_t len, char **cause)
 	return doc;
 }
 
+/* Free a document and its arena. */
 void
 graphql_free(struct graphql_doc *doc)
 {
@@ -1076,6 +1098,7 @@ graphql_free(struct graphql_doc *doc)
 	free(doc);
 }
 
+/* The fragment called name, or NULL. */
 const struct graphql_frag *
 graphql_fragment(const struct graphql_doc *doc, const char *name)
 {
@@ -1088,6 +1111,7 @@ graphql_fragment(const struct graphql_doc *doc, const char *name)
 	return NULL;
 }
 
+/* The keyword of an operation type. */
 const char *
 graphql_op_word(enum graphql_op_type t)
 {

@@ -17,6 +17,8 @@
 #define GRAPHQL_MAX_DEPTH	40		/* nested selection sets, values and types */
 #define GRAPHQL_MAX_FRAGMENTS	128		/* fragment definitions */
 #define GRAPHQL_MAX_OPERATIONS	32		/* operation definitions */
+#define GRAPHQL_MAX_NAMED	256		/* arguments of a field, fields of an input
+						   object, variables of an operation */
 
 enum graphql_op_type {
 	GRAPHQL_QUERY,
@@ -41,6 +43,7 @@ struct graphql_value {
 	const char		*str;
 	size_t			 len;
 	const char		*name;	/* member of an object: the field name */
+	int			 block;	/* GRAPHQL_STRING written as a block string */
 	struct graphql_value	*child;
 	struct graphql_value	*next;	/* next list item or object field */
 };
@@ -78,6 +81,7 @@ struct graphql_vardef {
 	const char		*name;
 	const char		*type;		/* as written, without blanks: "[String!]!" */
 	struct graphql_value	*defval;	/* default value, or NULL */
+	struct graphql_directive *dirs;
 	struct graphql_vardef	*next;
 };
 

@@ -62,6 +62,91 @@ static const char *const hp_gql_denied[] = {
 	NULL
 };
 
+/*
+ * Every field name that may appear below the top level of a GraphQL document:
+ * the fields gh 2.23's allowed subcommands select (their query builders, queries,
+ * mutation payloads and every --json field, from gh's source and recordings of
+ * real requests), sorted for bsearch(). A field outside this list is refused even
+ * where no rule below would catch it: the schema is too large to reason about
+ * fields gh never asks for.
+ */
+static const char *const hp_gql_fields[] = {
+	"__typename", "about", "activeLockReason", "actor", "addComment",
+	"addLabelsToLabelable", "addPullRequestReview", "additions", "affiliations",
+	"after", "annotationFailure", "annotationWarning", "assets", "assignable",
+	"assignableUsers", "assigned", "assignedIssues", "assignedPRs", "assignee",
+	"assignees", "assignments", "author", "authorAssociation", "authored",
+	"authoredDate", "authors", "autoMergeAllowed", "baseRef", "baseRefName", "before",
+	"body", "branchProtectionRule", "branchProtectionRules", "changedFiles",
+	"checkSuite", "clientMutationId", "closeIssue", "closePullRequest", "closed",
+	"closedAt", "codeOfConduct", "collaborators", "color", "column", "comment",
+	"commentEdge", "comments", "commit", "commits", "commitsCount", "committedDate",
+	"completedAt", "conclusion", "conflictStatus", "contactLinks", "content",
+	"contentType", "context", "contexts", "convertPullRequestToDraft", "cost",
+	"createIssue", "createNewTagOption", "createPullRequest", "createdAt", "createdBy",
+	"databaseId", "defaultBranchRef", "deleteBranchOnMerge", "deletions",
+	"description", "detailsUrl", "direction", "diskUsage", "displayTitle",
+	"downloadCount", "draft", "dueOn", "edges", "email", "endCursor", "event",
+	"exclude", "failed", "fields", "file", "filename", "files", "filterBy", "first",
+	"forkCount", "forkingAllowed", "fundingLinks", "hasDiscussionsEnabled",
+	"hasIssuesEnabled", "hasNextPage", "hasProjectsEnabled", "hasWikiEnabled",
+	"headBranch", "headCommit", "headRef", "headRefName", "headRefOid",
+	"headRepository", "headRepositoryOwner", "headSha", "homepageUrl", "id",
+	"includesCreatedEdit", "isArchived", "isBlankIssuesEnabled", "isCrossRepository",
+	"isDefault", "isDraft", "isEmpty", "isFork", "isInMergeQueue", "isInOrganization",
+	"isLatest", "isMergeQueueEnabled", "isMinimized", "isMirror", "isPinned",
+	"isPrerelease", "isPrivate", "isRequired", "isSecurityPolicyEnabled", "isTemplate",
+	"isUserConfigurationRepository", "issue", "issueComment", "issueCount", "issueId",
+	"issueOrPullRequest", "issueTemplates", "issues", "jobs", "key", "label",
+	"labelable", "labels", "languages", "last", "lastComment", "lastCommit",
+	"latestRelease", "latestReviews", "least", "licenseInfo", "limit", "locked",
+	"lockedRecord", "login", "maintainerCanModify", "markPullRequestReadyForReview",
+	"maximum", "mention", "mentionableUsers", "mentioned", "mentions", "mergeCommit",
+	"mergeCommitAllowed", "mergeStateStatus", "mergeable", "mergedAt", "mergedBy",
+	"message", "messageBody", "messageHeadline", "milestone", "milestones", "mimeType",
+	"minimizedReason", "mirrorUrl", "name", "nameWithOwner", "nickname",
+	"noMaintainerEdit", "node", "nodeCount", "nodes", "number", "oid",
+	"openGraphImageUrl", "orderBy", "organization", "owner", "pageInfo", "parent",
+	"path", "platform", "potentialMergeCommit", "pr", "prWithReviews",
+	"primaryLanguage", "project", "projectCards", "projectItems", "projects",
+	"projectsV2", "publishedAt", "pullRequest", "pullRequestId",
+	"pullRequestMergeMethodMerge", "pullRequestMergeMethodRebase", "pullRequestReview",
+	"pullRequestTemplates", "pullRequests", "pushedAt", "qualifiedName", "r",
+	"reactionGroups", "reason", "rebaseMergeAllowed", "ref", "release", "releases",
+	"remaining", "removeLabelsFromLabelable", "reopenIssue", "reopenPullRequest",
+	"repository", "repositoryId", "repositoryTopics", "requestReviews", "requested",
+	"requestedReviewer", "required", "requiredApprovingReviewCount",
+	"requiresStrictStatusChecks", "resetAt", "resourcePath", "reviewDecision",
+	"reviewRequested", "reviewRequests", "reviews", "securityPolicyUrl", "size",
+	"slug", "squashMergeAllowed", "sshUrl", "stargazerCount", "startLine", "startedAt",
+	"state", "stateReason", "states", "status", "statusCheckRollup", "statusCode",
+	"steps", "subjectId", "submittedAt", "tagDescription", "tagName",
+	"targetCommitish", "targetUrl", "teams", "templateRepository", "text", "title",
+	"topic", "totalCount", "unlockedRecord", "updateIssue", "updateIssueComment",
+	"updatePullRequest", "updatedAt", "url", "used", "user", "users",
+	"usesCustomOpenGraphImage", "viewer", "viewerCanAdminister", "viewerCreated",
+	"viewerDefaultCommitEmail", "viewerDefaultMergeMethod", "viewerDidAuthor",
+	"viewerHasStarred", "viewerMergeBodyText", "viewerMergeHeadlineText",
+	"viewerPermission", "viewerPossibleCommitEmails", "viewerSubscription",
+	"visibility", "watchers", "workflow", "workflowName", "workflowRun",
+	"workflowRuns",
+};
+
+/* Compare a name with a table entry, for bsearch(). */
+static int
+hp_gql_field_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, *(const char *const *)elem);
+}
+
+/* Whether a field name is one gh's allowed subcommands use. */
+static int
+hp_gql_known(const char *name)
+{
+	return bsearch(name, hp_gql_fields, sizeof hp_gql_fields / sizeof hp_gql_fields[0],
+	    sizeof hp_gql_fields[0], hp_gql_field_cmp) != NULL;
+}
+
 /* Whether word is in a NULL-terminated list. */
 static int
 hp_in(const char *const *list, const char *word)
@@ -398,6 +483,7 @@ hp_search_space(char c)
 static const char *const hp_scope_keys[] = { "repo:", "org:", "user:", "owner:",
     "repository:", NULL };
 
+/* Check a search query: a repo: qualifier in scope and nothing that widens it. */
 int
 httppolicy_search_query(const struct httppolicy_scope *sc, const char *q, size_t len,
     char **why)
@@ -742,6 +828,7 @@ enum hp_ctx {
 	CTX_META,	/* a related repository (parent, head, ...): names and metadata */
 	CTX_LEAF,	/* only fields without a selection set */
 	CTX_CONN,	/* a connection: nodes, edges, node, pageInfo and leaves */
+	CTX_NODE,	/* node(id:)/nodes(ids:): id, __typename, ... on Issue|PullRequest */
 	CTX_INTRO	/* introspection (__type, __schema): anything */
 };
 
@@ -785,7 +872,11 @@ hp_gql_string(struct hp_gql *g, const struct graphql_value *v, int enum_ok,
 	const struct graphql_vardef *d;
 	json_t *j;
 
-	if (v->kind == GRAPHQL_STRING || (enum_ok && v->kind == GRAPHQL_ENUM)) {
+	/*
+	 * Block strings are refused here: their value depends on indentation rules
+	 * that another parser might apply differently, and gh never sends them.
+	 */
+	if ((v->kind == GRAPHQL_STRING && !v->block) || (enum_ok && v->kind == GRAPHQL_ENUM)) {
 		*str = v->str;
 		*len = v->len;
 		return 0;
@@ -805,7 +896,7 @@ hp_gql_string(struct hp_gql *g, const struct graphql_value *v, int enum_ok,
 		*len = json_string_length(j);
 		return 0;
 	}
-	if (d->defval != NULL && (d->defval->kind == GRAPHQL_STRING ||
+	if (d->defval != NULL && ((d->defval->kind == GRAPHQL_STRING && !d->defval->block) ||
 	    (enum_ok && d->defval->kind == GRAPHQL_ENUM))) {
 		*str = d->defval->str;
 		*len = d->defval->len;
@@ -914,8 +1005,11 @@ hp_gql_query_field(struct hp_gql *g, const struct graphql_sel *s)
 		return hp_gql_sels(g, s->sels, CTX_ANY);
 	}
 	if (strcmp(s->name, "node") == 0 || strcmp(s->name, "nodes") == 0) {
-		/* By ID: not scoped here; see docs/HTTP-POLICY.md (node IDs). */
-		return hp_gql_sels(g, s->sels, CTX_ANY);
+		/*
+		 * By ID: cannot be scoped without a lookup (docs/HTTP-POLICY.md, node
+		 * IDs); limited to issues and pull requests, as gh reads them.
+		 */
+		return hp_gql_sels(g, s->sels, CTX_NODE);
 	}
 	if (strcmp(s->name, "__type") == 0 || strcmp(s->name, "__schema") == 0)
 		return hp_gql_sels(g, s->sels, CTX_INTRO);
@@ -944,8 +1038,15 @@ hp_gql_field(struct hp_gql *g, const struct graphql_sel *s, enum hp_ctx ctx)
 		}
 		return hp_gql_sels(g, s->sels, CTX_ANY);
 	}
-	if (ctx == CTX_INTRO || s->sels == NULL)
-		return hp_gql_sels(g, s->sels, ctx);	/* a leaf reaches nothing further */
+	if (ctx == CTX_INTRO)
+		return hp_gql_sels(g, s->sels, ctx);
+	if (!hp_gql_known(n)) {
+		hp_why(&g->why, "GraphQL field %.64s is refused: it is not one the allowed gh "
+		    "commands read", n);
+		return -1;
+	}
+	if (s->sels == NULL)
+		return 0;	/* a leaf reaches nothing further */
 	switch (ctx) {
 	case CTX_LEAF:
 		hp_why(&g->why, "GraphQL field %.64s may not be expanded here: only plain "
@@ -1007,6 +1108,13 @@ hp_gql_field(struct hp_gql *g, const struct graphql_sel *s, enum hp_ctx ctx)
 	return hp_gql_sels(g, s->sels, CTX_ANY);
 }
 
+/* Whether a type condition below node(id:) is one gh reads by ID. */
+static int
+hp_gql_node_type(const char *t)
+{
+	return t != NULL && (strcmp(t, "Issue") == 0 || strcmp(t, "PullRequest") == 0);
+}
+
 /* Walk a selection set, expanding fragments, in context ctx. */
 static int
 hp_gql_sels(struct hp_gql *g, const struct graphql_sel *s, enum hp_ctx ctx)
@@ -1025,10 +1133,21 @@ hp_gql_sels(struct hp_gql *g, const struct graphql_sel *s, enum hp_ctx ctx)
 			return -1;
 		switch (s->kind) {
 		case GRAPHQL_FIELD:
-			rc = hp_gql_field(g, s, ctx);
+			if (ctx == CTX_NODE && strcmp(s->name, "id") != 0 &&
+			    strcmp(s->name, "__typename") != 0) {
+				hp_why(&g->why, "GraphQL node(id:) may select only id, __typename "
+				    "and ... on Issue / ... on PullRequest");
+				return -1;
+			}
+			rc = hp_gql_field(g, s, ctx == CTX_NODE ? CTX_ANY : ctx);
 			break;
 		case GRAPHQL_INLINE:
-			rc = hp_gql_sels(g, s->sels, ctx);
+			if (ctx == CTX_NODE && !hp_gql_node_type(s->type_cond)) {
+				hp_why(&g->why, "GraphQL node(id:) may be read only as an Issue or a "
+				    "PullRequest");
+				return -1;
+			}
+			rc = hp_gql_sels(g, s->sels, ctx == CTX_NODE ? CTX_ANY : ctx);
 			break;
 		default:
 			if ((f = graphql_fragment(g->doc, s->name)) == NULL) {
@@ -1040,7 +1159,13 @@ hp_gql_sels(struct hp_gql *g, const struct graphql_sel *s, enum hp_ctx ctx)
 				    "form a cycle)", HP_GQL_FRAG_DEPTH);
 				return -1;
 			}
-			rc = hp_gql_dirs(g, f->dirs) == 0 ? hp_gql_sels(g, f->sels, ctx) : -1;
+			if (ctx == CTX_NODE && !hp_gql_node_type(f->type_cond)) {
+				hp_why(&g->why, "GraphQL node(id:) may be read only as an Issue or a "
+				    "PullRequest");
+				return -1;
+			}
+			rc = hp_gql_dirs(g, f->dirs) == 0 ? hp_gql_sels(g, f->sels,
+			    ctx == CTX_NODE ? CTX_ANY : ctx) : -1;
 			g->fragdepth--;
 			break;
 		}
@@ -1085,7 +1210,23 @@ hp_json_type(const char *ct)
 
 	if (ct == NULL || strncasecmp(ct, "application/json", n) != 0)
 		return 0;
-	return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ';
+	ct += n;
+	while (*ct == ' ' || *ct == '\t')
+		ct++;
+	return *ct == '\0' || *ct == ';';
+}
+
+/* Whether any variable definition of op carries a directive. */
+static int
+hp_gql_vardirs(const struct graphql_op *op)
+{
+	const struct graphql_vardef *v;
+
+	for (v = op->vars; v != NULL; v = v->next) {
+		if (v->dirs != NULL)
+			return 1;
+	}
+	return 0;
 }
 
 /* The GraphQL check: body { query, variables?, operationName? }. */
@@ -1170,8 +1311,8 @@ hp_graphql(const struct httppolicy_scope *sc, const struct httppolicy_req *req,
 			hp_why(&g.why, "GraphQL subscriptions are refused");
 			break;
 		}
-		if (op->dirs != NULL) {
-			hp_why(&g.why, "directives on GraphQL operations are refused");
+		if (op->dirs != NULL || hp_gql_vardirs(op)) {
+			hp_why(&g.why, "directives on GraphQL operations and variables are refused");
 			break;
 		}
 		if (hp_gql_sels(&g, op->sels, op->type == GRAPHQL_MUTATION ? CTX_MUTATION :
@@ -1190,6 +1331,35 @@ out:
 	graphql_free(doc);
 	json_decref(body);
 	return rc;
+}
+
+/*
+ * Whether a query string has a _method parameter (in any spelling a framework
+ * might decode): Rack-style method override could turn a POST into a DELETE.
+ */
+static int
+hp_method_override(const char *query)
+{
+	const char *p = query;
+	char *key;
+	size_t n, kn;
+	int found;
+
+	while (p != NULL && *p != '\0') {
+		n = strcspn(p, "&;");
+		kn = strcspn(p, "=");
+		if (kn > n)
+			kn = n;
+		key = hp_form_decode(p, kn, &kn);
+		found = key == NULL || strncasecmp(key, "_method", 7) == 0;
+		free(key);
+		if (found)
+			return 1;
+		p += n;
+		if (*p != '\0')
+			p++;
+	}
+	return 0;
 }
 
 /* The git smart-HTTP check. */
@@ -1236,6 +1406,7 @@ hp_git(const struct httppolicy_scope *sc, const struct httppolicy_req *req,
 	return 0;
 }
 
+/* Decide on one request (see httppolicy.h). */
 int
 httppolicy_check(const struct httppolicy_scope *sc, const struct httppolicy_req *req,
     struct httppolicy_verdict *v)
@@ -1263,7 +1434,7 @@ httppolicy_check(const struct httppolicy_scope *sc, const struct httppolicy_req 
 		hp_method_word(req->method, m, sizeof m);
 		hp_sum_add(buf, &o, m, strlen(m), "");
 		hp_sum_add(buf, &o, " ", 1, " ");
-		hp_sum_add(buf, &o, req->target, strlen(req->target), "/-._~!$&'()*+,;=:@?");
+		hp_sum_add(buf, &o, req->target, strlen(req->target), "/-._~!$&'()*+,;=:@?%");
 		v->summary = xstrdup(buf);
 		goto out;
 	}
@@ -1297,6 +1468,16 @@ httppolicy_check(const struct httppolicy_scope *sc, const struct httppolicy_req 
 			v->allowed = 1;
 		goto out;
 	}
+	if (hp_method_override(t.query)) {
+		hp_why(&v->reason, "the query string has a _method parameter (method override) "
+		    "or a malformed %%-escape; such requests are refused");
+		goto out;
+	}
+	if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0 &&
+	    req->content_type != NULL && !hp_json_type(req->content_type)) {
+		hp_why(&v->reason, "API writes must send JSON (Content-Type: application/json)");
+		goto out;
+	}
 	if (hp_rest(sc, req->method, segs, n, t.query, &v->reason) == 0)
 		v->allowed = 1;
 out:
@@ -1314,6 +1495,7 @@ out:
 	return 0;
 }
 
+/* Free a verdict's strings. */
 void
 httppolicy_verdict_free(struct httppolicy_verdict *v)
 {

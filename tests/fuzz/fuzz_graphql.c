@@ -261,6 +261,7 @@ fuzz_doc(struct fuzz_out *o, const struct graphql_doc *doc)
 					fuzz_puts(o, "=");
 					fuzz_value(o, v->defval, 0);
 				}
+				fuzz_dirs(o, v->dirs);
 				if (v->next != NULL)
 					fuzz_puts(o, " ");
 			}

@@ -178,6 +178,11 @@ test_values(void **state)
 	/* Variables are not constants. */
 	assert_true(refused("query($a: Int = $b) {id}"));
 	assert_false(refused("query($a: Int = 1, $b: [String!]! = [\"x\"]) {id}"));
+	d = parse("query($a: [Int!]! = [1] @d(x: 1)) {id}");
+	assert_non_null(d);
+	assert_string_equal(d->ops->vars->type, "[Int!]!");
+	assert_string_equal(d->ops->vars->dirs->name, "d");
+	graphql_free(d);
 	assert_false(refused("query { f(a: $ x) { id } }"));
 }
 
@@ -231,6 +236,14 @@ test_strings(void **state)
 	assert_string_value("{f(a: \"\"\"\r\n  a\r  b\r\n\"\"\"){id}}", "a\nb", 3);
 	assert_string_value("{f(a: \"\"\"\"\"\"){id}}", "", 0);
 	assert_string_value("{f(a: \"\"\"\n \t \n\"\"\"){id}}", "", 0);
+	{
+		struct graphql_doc *d = parse("{f(a: \"\"\"x\"\"\", b: \"x\"){id}}");
+
+		assert_non_null(d);
+		assert_true(first_value(d)->block);
+		assert_false(d->ops->sels->args->next->value->block);
+		graphql_free(d);
+	}
 	assert_true(refused("{f(a: \"\"\"abc\"\"){id}}"));
 }
 
@@ -361,6 +374,17 @@ test_limits(void **state)
 	for (i = 0; i <= GRAPHQL_MAX_FRAGMENTS; i++)
 		sprintf(doc + strlen(doc), " fragment F%zu on Q {a}", i);
 	assert_true(refused(doc));
+	free(doc);
+	/* Named members (duplicate checks are quadratic): arguments, object fields, variables. */
+	doc = malloc(16 * (GRAPHQL_MAX_NAMED + 2) + 64);
+	for (n = 0; n < 3; n++) {
+		strcpy(doc, n == 0 ? "{f(" : n == 1 ? "{f(a:{" : "query(");
+		for (i = 0; i <= GRAPHQL_MAX_NAMED; i++)
+			sprintf(doc + strlen(doc), n == 2 ? "$a%zu:Int " : "a%zu:1 ", i);
+		strcat(doc, n == 0 ? ")}" : n == 1 ? "})}" : "){f}");
+		assert_true(refused(doc));
+		assert_non_null(strstr(cause, "more than"));
+	}
 	free(doc);
 	/* Many block strings stay within the arena (no quadratic copies). */
 	n = GRAPHQL_MAX_SIZE - 64;

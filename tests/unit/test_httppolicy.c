@@ -1,7 +1,9 @@
 /*
  * Unit tests: the HTTP policy (bridge/httppolicy.c). Recorded real gh 2.23
  * requests (tests/fuzz/corpus/httppolicy/gh-*) must pass, the recorded ones gh
- * sends for refused features (ghdeny-*) must not, and every bypass tried here
+ * sends for refused features (ghdeny-*) and for attacks an agent could try with
+ * gh (ghattack-*: other repositories, qualifiers, merges, deletes, ...) must not,
+ * and every bypass tried here
  * (encodings, dot segments, qualifiers, aliases, variables, fragments, ...) must be
  * refused with a reason.
  */
@@ -76,7 +78,7 @@ why_has(const char *s)
 	return last.reason != NULL && strstr(last.reason, s) != NULL;
 }
 
-/* Replay the recorded requests: gh-* allowed, ghdeny-* refused. */
+/* Replay the recorded requests: gh-* allowed, ghdeny-* and ghattack-* refused. */
 static void
 test_recorded_gh(void **state)
 {
@@ -91,7 +93,8 @@ test_recorded_gh(void **state)
 	assert_non_null(d);	/* run from the source tree (as tests/run-all does) */
 	while ((de = readdir(d)) != NULL) {
 		char path[1024], *buf, *m, *t, *ct, *b;
-		int deny = strncmp(de->d_name, "ghdeny-", 7) == 0;
+		int deny = strncmp(de->d_name, "ghdeny-", 7) == 0 ||
+		    strncmp(de->d_name, "ghattack-", 9) == 0;
 		size_t n;
 		FILE *f;
 
@@ -124,7 +127,7 @@ test_recorded_gh(void **state)
 	}
 	closedir(d);
 	assert_true(nallow >= 150);
-	assert_true(ndeny >= 8);
+	assert_true(ndeny >= 60);
 }
 
 static void
@@ -240,6 +243,14 @@ test_rest_methods(void **state)
 	assert_false(REST("OPTIONS", "/repos/o/r"));
 	assert_false(REST("", "/repos/o/r"));
 	assert_false(REST("CONNECT", "api.github.com:443"));
+	/* Method overrides and non-JSON writes. */
+	assert_false(REST("POST", "/repos/o/r/issues?_method=DELETE"));
+	assert_false(REST("POST", "/repos/o/r/issues?x=1&%5Fmethod=DELETE"));
+	assert_false(REST("POST", "/repos/o/r/issues?_METHOD=DELETE"));
+	assert_false(GET("/repos/o/r/issues?_method=DELETE"));
+	assert_false(hp(HTTP_API_GITHUB, 0, "POST", "/repos/o/r/issues",
+	    "application/x-www-form-urlencoded", "_method=DELETE", 14));
+	assert_true(hp(HTTP_API_GITHUB, 0, "POST", "/repos/o/r/issues", NULL, "{}", 2));
 }
 
 static void
@@ -414,12 +425,38 @@ test_graphql_scope(void **state)
 	assert_false(gql("{repository(owner:\"o\",name:\"r/../y\"){id}}", NULL, NULL));
 	assert_false(gql("{repository(name:\"r\"){id}}", NULL, NULL));
 	assert_false(gql("{repository(owner:\"o\",name:\"r\",extra:1){id}}", NULL, NULL));
-	assert_true(gql("{repository(owner:\"\"\"o\"\"\",name:\"\"\"\n  r\n\"\"\"){id}}", NULL,
-	    NULL));							/* block strings */
+	/* Block strings: their value hangs on indentation rules; gh never sends them. */
+	assert_false(gql("{repository(owner:\"\"\"o\"\"\",name:\"\"\"\n  r\n\"\"\"){id}}", NULL,
+	    NULL));
+	assert_false(gql("query($o:String=\"\"\"o\"\"\"){repository(owner:$o,name:\"r\"){id}}",
+	    NULL, NULL));
+	assert_true(gql("{repository(owner:\"\\u006f\",name:\"r\"){id}}", NULL, NULL));
+	/* node(id:): issues and pull requests only. */
+	assert_true(gql("query($id:ID!){node(id:$id){...on PullRequest{number} ...F __typename "
+	    "id}} fragment F on Issue{title}", "{\"id\":\"PR_1\"}", NULL));
+	assert_false(gql("{node(id:\"R_1\"){...on Repository{name}}}", NULL, NULL));
+	assert_false(gql("{node(id:\"R_1\"){...F}} fragment F on Repository{name}", NULL, NULL));
+	assert_false(gql("{node(id:\"R_1\"){...{id}}}", NULL, NULL));
+	assert_false(gql("{node(id:\"U_1\"){login}}", NULL, NULL));
+	assert_false(gql("{nodes(ids:[\"I_1\"]){...on Issue{repository{issues(first:1){nodes{"
+	    "body}}}}}}", NULL, NULL));
+	/* Fields gh never reads are refused, wherever they are. */
+	assert_false(gql("{repository(owner:\"o\",name:\"r\"){object(expression:\"HEAD:x\"){"
+	    "...on Blob{text}}}}", NULL, NULL));
+	assert_true(why_has("object"));
+	assert_false(gql("{repository(owner:\"o\",name:\"r\"){issue(number:1){author{...on User"
+	    "{bio company}}}}}", NULL, NULL));
+	assert_false(gql("mutation{createIssue(input:{}){issue{repository{object(expression:"
+	    "\"HEAD\"){id}}}}}", NULL, NULL));
 	assert_false(gql("{repository(owner:\"\"\"x\"\"\",name:\"\"\"y\"\"\"){id}}", NULL, NULL));
 	/* Directives other than skip/include. */
 	assert_false(gql("{viewer{login @export(as:\"x\")}}", NULL, NULL));
 	assert_false(gql("query @live {viewer{login}}", NULL, NULL));
+	assert_false(gql("query($o:String=\"o\" @x){repository(owner:$o,name:\"r\"){id}}", NULL,
+	    NULL));
+	assert_false(gql("{...F} fragment F on Query @x {viewer{login}}", NULL, NULL));
+	assert_true(gql("{...F @include(if:true)} fragment F on Query {viewer{login}}", NULL,
+	    NULL));
 }
 
 static void
@@ -504,6 +541,8 @@ test_graphql_bodies(void **state)
 	assert_false(POST("text/plain", q, strlen(q)));
 	assert_false(POST("application/x-www-form-urlencoded", q, strlen(q)));
 	assert_false(POST("application/jsonx", q, strlen(q)));
+	assert_false(POST("application/json x", q, strlen(q)));
+	assert_true(POST("application/json ;charset=utf-8", q, strlen(q)));
 	assert_false(hp(HTTP_API_GITHUB, 0, "GET", "/graphql?query=%7Bviewer%7Blogin%7D%7D",
 	    NULL, NULL, 0));
 	assert_false(hp(HTTP_API_GITHUB, 0, "POST", "/graphql?query=x", "application/json", q,
