@@ -11,6 +11,7 @@
 #include "gh.h"
 #include "log.h"
 #include "proto.h"
+#include "keyring.h"
 #include "server.h"
 #include "util.h"
 
@@ -67,8 +68,10 @@ main(int argc, char **argv)
 	const char *path = DEFAULT_CONFIG;
 	struct config *cfg;
 	char *cause = NULL;
-	int ch, check = 0, no_secrets = 0, debug = 0;
-	size_t i;
+	struct keyring *kr;
+	char **warn = NULL;
+	int ch, check = 0, no_secrets = 0, debug = 0, rc;
+	size_t i, nwarn = 0;
 
 	util_progname = "shimbridged";
 	while ((ch = getopt_long(argc, argv, "c:dhV", longopts, NULL)) != -1) {
@@ -115,7 +118,8 @@ main(int argc, char **argv)
 	}
 	if (sodium_init() < 0)
 		die(EX_RUNTIME, "libsodium failed to initialise");
-	if ((cfg = config_load(path, no_secrets, &cause)) == NULL) {
+	/* The daemon fills its own keyring below; --check loads secrets as a trial. */
+	if ((cfg = config_load(path, check ? no_secrets : 1, &cause)) == NULL) {
 		fprintf(stderr, "shimbridged: %s\n", cause);
 		return EX_CONFIG;
 	}
@@ -137,9 +141,18 @@ main(int argc, char **argv)
 		config_unref(cfg);
 		return EX_OK;
 	}
-	if (server_run(cfg, path, &cause) != 0) {
-		fprintf(stderr, "shimbridged: %s\n", cause);
-		return EX_RUNTIME;
+	kr = keyring_new();
+	keyring_load(kr, cfg, &warn, &nwarn);
+	for (i = 0; i < nwarn; i++) {
+		fprintf(stderr, "shimbridged: warning: %s\n", warn[i]);
+		free(warn[i]);
 	}
-	return EX_OK;
+	free(warn);
+	rc = EX_OK;
+	if (server_run(cfg, kr, path, &cause) != 0) {
+		fprintf(stderr, "shimbridged: %s\n", cause);
+		rc = EX_RUNTIME;
+	}
+	keyring_free(kr);
+	return rc;
 }

@@ -28,6 +28,7 @@
 #include "config.h"
 #include "conn.h"
 #include "job.h"
+#include "keyring.h"
 #include "log.h"
 #include "platform.h"
 #include "proto.h"
@@ -116,7 +117,7 @@ server_sweep(evutil_socket_t fd, short what, void *arg)
 	}
 	if (waiting)
 		server_kill_orphans(srv);
-	renew_sweep(srv->base, srv->cfg);
+	renew_sweep(srv->base, srv->keyring, srv->cfg);
 }
 
 /* Refuse a connection before a conn exists: audit it, best-effort error frame, close. */
@@ -135,7 +136,7 @@ server_refuse(struct server *srv, int fd, uid_t uid, pid_t pid, const struct ses
 	json_object_set_new(a, "pid", json_integer(pid));
 	json_object_set_new(a, "code", json_string(code));
 	json_object_set_new(a, "reason", json_string(reason));
-	audit_write(a, srv->cfg->redact);
+	audit_write(a, keyring_redactor(srv->keyring));
 	srv->n_refused++;
 	json_object_set_new(o, "code", json_string(code));
 	json_object_set_new(o, "message", json_string(message));
@@ -243,17 +244,18 @@ static void
 server_reload(struct server *srv)
 {
 	struct config *nc;
-	char *cause = NULL;
+	char *cause = NULL, **warn = NULL;
 	json_t *a = json_object();
+	size_t nwarn = 0, i;
 
 	platform_notify("RELOADING=1");
-	nc = config_load(srv->config_path, 0, &cause);
+	nc = config_load(srv->config_path, 1, &cause);
 	json_object_set_new(a, "event", json_string("reload"));
 	if (nc == NULL) {
 		log_warnx("reload failed, keeping the running config: %s", cause);
 		json_object_set_new(a, "ok", json_false());
 		json_object_set_new(a, "reason", json_string(cause));
-		audit_write(a, srv->cfg->redact);
+		audit_write(a, keyring_redactor(srv->keyring));
 		free(cause);
 		platform_notify("READY=1");
 		return;
@@ -264,11 +266,18 @@ server_reload(struct server *srv)
 		log_warnx("%s; audit stays on the old file", cause);
 		free(cause);
 	}
+	/* Every source is read again; a replaced value stays masked (keyring.h). */
+	keyring_load(srv->keyring, nc, &warn, &nwarn);
+	for (i = 0; i < nwarn; i++) {
+		log_warnx("%s", warn[i]);
+		free(warn[i]);
+	}
+	free(warn);
 	config_unref(srv->cfg);
 	srv->cfg = nc;
 	json_object_set_new(a, "ok", json_true());
 	json_object_set_new(a, "config_version", json_string(nc->version));
-	audit_write(a, nc->redact);
+	audit_write(a, keyring_redactor(srv->keyring));
 	log_info("configuration reloaded (version %s, %zu sessions)", nc->version,
 	    nc->nsessions);
 	platform_notify("READY=1");
@@ -402,7 +411,7 @@ server_clean_scratch(const char *dir)
 
 /* Run the daemon until asked to stop. */
 int
-server_run(struct config *cfg, const char *config_path, char **cause)
+server_run(struct config *cfg, struct keyring *kr, const char *config_path, char **cause)
 {
 	static const int sigs[] = { SIGCHLD, SIGHUP, SIGTERM, SIGINT };
 	struct server srv;
@@ -413,6 +422,7 @@ server_run(struct config *cfg, const char *config_path, char **cause)
 	memset(&srv, 0, sizeof srv);
 	TAILQ_INIT(&srv.conns);
 	srv.cfg = cfg;
+	srv.keyring = kr;
 	srv.config_path = config_path;
 	srv.started = time(NULL);
 	signal(SIGPIPE, SIG_IGN);
