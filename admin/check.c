@@ -63,8 +63,8 @@ check_root_dir(const char *what, const char *path, mode_t want, int may_be_missi
 
 	if (lstat(path, &st) != 0) {
 		if (errno == ENOENT && may_be_missing)
-			check_say("warning", "%s %s does not exist yet (created at start)", what,
-			    path);
+			check_say("warning", "%s %s does not exist yet (shimbridged creates it "
+			    "at start, root 0755; under systemd shimbridge.socket does)", what, path);
 		else
 			check_say("FAIL", "%s %s: %s", what, path, strerror(errno));
 		return;

@@ -302,6 +302,61 @@ server_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(srv->base);
 }
 
+/*
+ * The socket's directory (not socket-activated): created 0755 when missing, as
+ * when the daemon is started by hand; it must be a directory (not a symbolic
+ * link), owned by root and writable by nobody else, or nobody could trust the
+ * socket in it.
+ */
+static int
+server_socket_dir(const char *dir, char **cause)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) != 0) {
+		if (errno != ENOENT) {
+			xasprintf(cause, "cannot inspect the socket directory %s: %s", dir,
+			    strerror(errno));
+			return -1;
+		}
+		/* chmod: the umask (0077 under systemd) must not lock the sessions out. */
+		if ((mkdir(dir, 0755) != 0 && errno != EEXIST) || lstat(dir, &st) != 0 ||
+		    (S_ISDIR(st.st_mode) && st.st_uid == 0 && chmod(dir, 0755) != 0)) {
+			xasprintf(cause, "cannot create the socket directory %s: %s (its parent "
+			    "must exist)", dir, strerror(errno));
+			return -1;
+		}
+		log_info("created the socket directory %s (root, 0755)", dir);
+		if (lstat(dir, &st) != 0) {
+			xasprintf(cause, "cannot inspect the socket directory %s: %s", dir,
+			    strerror(errno));
+			return -1;
+		}
+	}
+	if (S_ISLNK(st.st_mode)) {
+		xasprintf(cause, "the socket directory %s is a symbolic link; refusing to "
+		    "follow it (give the real directory in socket.path)", dir);
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		xasprintf(cause, "the socket directory %s is not a directory", dir);
+		return -1;
+	}
+	if (st.st_uid != 0) {
+		xasprintf(cause, "the socket directory %s is owned by uid %u, not root: "
+		    "refusing to put the socket where someone else could replace it",
+		    dir, (unsigned)st.st_uid);
+		return -1;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		xasprintf(cause, "the socket directory %s is writable by group or others "
+		    "(mode %04o): it must be writable by root only", dir,
+		    (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
 /* Create, bind and listen on the configured pathname socket. */
 static int
 server_bind(struct server *srv, char **cause)
@@ -323,10 +378,7 @@ server_bind(struct server *srv, char **cause)
 	dir = xstrdup(cfg->socket_path);
 	slash = strrchr(dir, '/');
 	*slash = '\0';
-	if (stat(*dir ? dir : "/", &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
-	    (st.st_mode & (S_IWGRP | S_IWOTH))) {
-		xasprintf(cause, "the socket directory %s must exist, be owned by root and "
-		    "writable by nobody else", dir);
+	if (server_socket_dir(*dir ? dir : "/", cause) != 0) {
 		free(dir);
 		return -1;
 	}
