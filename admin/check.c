@@ -24,6 +24,7 @@
 #include <sodium.h>
 
 #include "admin.h"
+#include "hygiene.h"
 #include "config.h"
 #include "keyring.h"
 #include "platform.h"
@@ -113,8 +114,7 @@ check_version(const char *path, uid_t uid, gid_t gid)
 		dup2(p[1], 1);
 		dup2(p[1], 2);
 		users_closefrom(3);
-		if (chdir("/") != 0 || setgroups(0, NULL) != 0 ||
-		    setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0)
+		if (chdir("/") != 0 || hygiene_drop_privileges(uid, gid, NULL) != NULL)
 			_exit(126);
 		execve(path, (char *const[]){ (char *)path, "--version", NULL }, envp);
 		_exit(127);

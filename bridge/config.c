@@ -29,6 +29,7 @@
 #include "secret.h"
 #include "store.h"
 #include "util.h"
+#include "valid.h"
 
 #define CONFIG_MAX_BYTES	(1024 * 1024)
 #define CONFIG_MAX_FILES	4096
@@ -216,27 +217,6 @@ valid_env_name(const char *s)
 			return 0;
 	}
 	return i <= 128;
-}
-
-/* owner/name with GitHub's characters. */
-static int
-valid_repo(const char *s)
-{
-	const char *slash = strchr(s, '/');
-	size_t i;
-
-	if (slash == NULL || slash == s || slash[1] == '\0' || strchr(slash + 1, '/') != NULL)
-		return 0;
-	if (strlen(s) > 200 || strcmp(slash + 1, ".") == 0 || strcmp(slash + 1, "..") == 0 ||
-	    strncmp(s, "./", 2) == 0 || strncmp(s, "../", 3) == 0)
-		return 0;
-	for (i = 0; s[i] != '\0'; i++) {
-		if (s + i == slash)
-			continue;
-		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
-			return 0;
-	}
-	return 1;
 }
 
 /* Open a config file and check it is a root-owned regular file nobody else may write. */

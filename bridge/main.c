@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "gh.h"
+#include "hygiene.h"
 #include "log.h"
 #include "proto.h"
 #include "keyring.h"
@@ -23,6 +24,27 @@
 #define EX_RUNTIME	2	/* could not start or run (socket, audit log, ...) */
 #define EX_USAGE	64
 #define EX_NOTROOT	77	/* started by a user other than root (sysexits EX_NOPERM) */
+
+/*
+ * How many descriptors from 3 up systemd passed us (LISTEN_FDS for our pid); they
+ * must survive the start-up close. launchd's sockets are fetched later through
+ * its API, so on macOS nothing beyond stdio is closed here.
+ */
+static int
+main_listen_fds(void)
+{
+#if defined(__APPLE__)
+	return 1 << 20;
+#else
+	const char *spid = getenv("LISTEN_PID"), *sfds = getenv("LISTEN_FDS");
+	long n;
+
+	if (spid == NULL || sfds == NULL || strtol(spid, NULL, 10) != (long)getpid())
+		return 0;
+	n = strtol(sfds, NULL, 10);
+	return n >= 1 && n <= 16 ? (int)n : 0;
+#endif
+}
 
 /* Print usage. */
 static void
@@ -74,6 +96,13 @@ main(int argc, char **argv)
 	size_t i, nwarn = 0;
 
 	util_progname = "shimbridged";
+	/*
+	 * Start-up hygiene, as shimbridge-git and the admin CLI: fds 0-2 open, and
+	 * nothing inherited beyond them but the sockets the service manager hands us.
+	 */
+	if (hygiene_stdio() != 0)
+		return EX_RUNTIME;
+	hygiene_closefrom(3 + main_listen_fds());
 	while ((ch = getopt_long(argc, argv, "c:dhV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':

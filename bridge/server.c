@@ -27,6 +27,7 @@
 #include "audit.h"
 #include "config.h"
 #include "conn.h"
+#include "hygiene.h"
 #include "job.h"
 #include "keyring.h"
 #include "log.h"
@@ -419,27 +420,6 @@ server_bind(struct server *srv, char **cause)
 	return fd;
 }
 
-/* Make a root-owned directory with mode, creating it when missing. */
-static int
-server_mkdir(const char *path, mode_t mode, char **cause)
-{
-	struct stat st;
-
-	if (mkdir(path, mode) != 0 && errno != EEXIST) {
-		xasprintf(cause, "cannot create %s: %s", path, strerror(errno));
-		return -1;
-	}
-	if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
-		xasprintf(cause, "%s must be a root-owned directory", path);
-		return -1;
-	}
-	if (chmod(path, mode) != 0) {
-		xasprintf(cause, "chmod %s: %s", path, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
 /* Remove scratch directories a killed daemon left behind. */
 static void
 server_clean_scratch(const char *dir)
@@ -482,7 +462,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 		log_warnx("cannot make the daemon non-dumpable: %s", strerror(errno));
 	if (platform_subreaper() != 0)
 		log_warnx("cannot become a subreaper: %s", strerror(errno));
-	if (server_mkdir(cfg->state_dir, 0755, cause) != 0)
+	if (hygiene_mkdir_root(cfg->state_dir, 0755, 1, cause) != 0)
 		return -1;
 	/* A killed daemon's children may linger: the runner owns nothing else now. */
 	if ((n = platform_kill_uid(cfg->runner_uid)) > 0)
@@ -491,10 +471,10 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	xasprintf(&srv.scratch_dir, "%s/run", cfg->state_dir);
 	xasprintf(&srv.mirror_dir, "%s/mirrors", cfg->state_dir);
 	/* run/: traversable, not listable; every call gets an unguessable 0700 dir. */
-	if (server_mkdir(srv.scratch_dir, 0711, cause) != 0)
+	if (hygiene_mkdir_root(srv.scratch_dir, 0711, 1, cause) != 0)
 		goto out;
 	server_clean_scratch(srv.scratch_dir);
-	if (server_mkdir(srv.mirror_dir, 0711, cause) != 0)
+	if (hygiene_mkdir_root(srv.mirror_dir, 0711, 1, cause) != 0)
 		goto out;
 	if (audit_open(cfg->audit_path, cause) != 0)
 		goto out;
