@@ -446,6 +446,8 @@ int
 server_run(struct config *cfg, struct keyring *kr, const char *config_path, char **cause)
 {
 	static const int sigs[] = { SIGCHLD, SIGHUP, SIGTERM, SIGINT };
+	_Static_assert(sizeof sigs / sizeof sigs[0] == sizeof ((struct server *)0)->ev_sig /
+	    sizeof ((struct server *)0)->ev_sig[0], "one event per signal");
 	struct server srv;
 	struct timeval sec = { 1, 0 };
 	struct conn *c;
@@ -493,7 +495,13 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 		fds[0] = fd;
 		n = 1;
 	}
-	for (i = 0; i < n && i < SERVER_MAX_LISTENERS; i++) {
+	if (n > SERVER_MAX_LISTENERS) {
+		/* Never serve some of them silently: refuse the whole set. */
+		xasprintf(cause, "the service manager passed %d sockets; at most %d are "
+		    "supported", n, SERVER_MAX_LISTENERS);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
 		evutil_make_socket_nonblocking(fds[i]);
 		evutil_make_socket_closeonexec(fds[i]);
 		srv.lev[i] = evconnlistener_new(srv.base, server_accept, &srv,
