@@ -25,6 +25,12 @@ UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
 BENCH_SRC  := $(wildcard bench/*.c)
 HDRS       := $(wildcard common/*.h bridge/*.h shim/*.h gitserve/*.h admin/*.h)
+LIB_SRC    := $(COMMON_SRC) bridge/redact.c
+DAEMON_SRC := $(filter-out bridge/redact.c,$(BRIDGE_SRC))
+# The daemon's own modules: loop, peers, jobs, ops, renewals.
+DAEMON_ONLY := bridge/server.c bridge/conn.c bridge/job.c bridge/ops.c bridge/renew.c \
+	      $(wildcard bridge/op-*.c)
+ADMIN_BRIDGE := $(filter-out $(DAEMON_ONLY),$(DAEMON_SRC))
 
 # Object sets: normal ($(B)/o), sanitized ($(B)/san), fuzzing ($(B)/fuzz).
 obj   = $(patsubst %.c,$(B)/o/%.o,$(1))
@@ -55,11 +61,19 @@ $(B)/fuzz/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(BASECFLAGS) -Wno-unused-command-line-argument -O1 -g -fsanitize=fuzzer-no-link,address,undefined -DSHIMBRIDGE_FUZZ -c $< -o $@
 
-$(B)/shimbridged: $(call obj,bridge/main.c $(BRIDGE_SRC) $(COMMON_SRC))
+# libshimbridge.a: common/ (protocol, JSON, hygiene, validators) and the redactor,
+# linked by all three programs. The admin CLI links the bridge's config, secret and
+# store code, never the daemon's loop, peers, jobs or ops.
+$(B)/libshimbridge.a: $(call obj,$(LIB_SRC))
+	$(AR) rcs $@ $^
+$(B)/san/libshimbridge.a: $(call sobj,$(LIB_SRC))
+	$(AR) rcs $@ $^
+
+$(B)/shimbridged: $(call obj,bridge/main.c $(DAEMON_SRC)) $(B)/libshimbridge.a
 	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS)
-$(B)/shimbridge: $(call obj,$(ADMIN_SRC) $(BRIDGE_SRC) $(COMMON_SRC))
+$(B)/shimbridge: $(call obj,$(ADMIN_SRC) $(ADMIN_BRIDGE)) $(B)/libshimbridge.a
 	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS) $(ADMIN_LIBS)
-$(B)/shimbridge-git: $(call obj,$(GIT_SRC) bridge/redact.c $(COMMON_SRC))
+$(B)/shimbridge-git: $(call obj,$(GIT_SRC)) $(B)/libshimbridge.a
 	$(CC) $(LDHARDEN) -o $@ $^ $(LIBS)
 
 # The shim: static, musl, small. Only common/ code that needs no third-party library.
@@ -69,11 +83,11 @@ $(B)/shim: $(SHIM_SRC) $(SHIM_COMMON) $(HDRS)
 	$(MUSLCC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -DSHIMBRIDGE_SHIM -Icommon $(WARN) \
 	  -Ishim -Os -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s -o $@ $(SHIM_SRC) $(SHIM_COMMON)
 
-$(B)/san/shimbridged: $(call sobj,bridge/main.c $(BRIDGE_SRC) $(COMMON_SRC))
+$(B)/san/shimbridged: $(call sobj,bridge/main.c $(DAEMON_SRC)) $(B)/san/libshimbridge.a
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
-$(B)/san/shimbridge: $(call sobj,$(ADMIN_SRC) $(BRIDGE_SRC) $(COMMON_SRC))
+$(B)/san/shimbridge: $(call sobj,$(ADMIN_SRC) $(ADMIN_BRIDGE)) $(B)/san/libshimbridge.a
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS) $(ADMIN_LIBS)
-$(B)/san/shimbridge-git: $(call sobj,$(GIT_SRC) bridge/redact.c $(COMMON_SRC))
+$(B)/san/shimbridge-git: $(call sobj,$(GIT_SRC)) $(B)/san/libshimbridge.a
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
 $(B)/san/shim: $(call sobj,$(SHIM_SRC) $(SHIM_COMMON))
 	$(CC) $(SANFLAGS) -o $@ $^

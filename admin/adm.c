@@ -18,7 +18,9 @@
 #include <jansson.h>
 
 #include "admin.h"
+#include "hygiene.h"
 #include "util.h"
+#include "valid.h"
 
 /* Global options a command may also take after its own name. */
 int
@@ -451,25 +453,7 @@ out:
 int
 adm_mkdir_root(const char *path, mode_t mode, char **cause)
 {
-	struct stat st;
-
-	if (mkdir(path, mode) == 0) {
-		if (chmod(path, mode) != 0) {
-			xasprintf(cause, "chmod %s: %s", path, strerror(errno));
-			return -1;
-		}
-		return 0;
-	}
-	if (errno != EEXIST) {
-		xasprintf(cause, "cannot create %s: %s", path, strerror(errno));
-		return -1;
-	}
-	if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
-	    (st.st_mode & (S_IWGRP | S_IWOTH))) {
-		xasprintf(cause, "%s must be a root-owned directory nobody else may write", path);
-		return -1;
-	}
-	return 0;
+	return hygiene_mkdir_root(path, mode, 0, cause);
 }
 
 /* Run a system program (useradd, ...) with a fixed environment and wait for it. */
@@ -523,24 +507,11 @@ adm_valid_name(const char *s)
 	return 1;
 }
 
-/* OWNER/NAME, as the daemon's loader accepts it. */
+/* OWNER/NAME, as the daemon's loader accepts it (the one validator in common/). */
 int
 adm_valid_repo(const char *s)
 {
-	const char *slash = strchr(s, '/');
-	size_t i;
-
-	if (slash == NULL || slash == s || slash[1] == '\0' || strchr(slash + 1, '/') != NULL)
-		return 0;
-	if (strlen(s) > 200 || strcmp(slash + 1, ".") == 0 || strcmp(slash + 1, "..") == 0)
-		return 0;
-	for (i = 0; s[i] != '\0'; i++) {
-		if (s + i == slash)
-			continue;
-		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
-			return 0;
-	}
-	return 1;
+	return valid_repo(s);
 }
 
 /* PREFIX/libexec/shimbridge/shims when this binary is PREFIX/sbin/shimbridge. */

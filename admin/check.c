@@ -24,7 +24,9 @@
 #include <sodium.h>
 
 #include "admin.h"
+#include "hygiene.h"
 #include "config.h"
+#include "keyring.h"
 #include "platform.h"
 #include "secret.h"
 #include "store.h"
@@ -62,8 +64,8 @@ check_root_dir(const char *what, const char *path, mode_t want, int may_be_missi
 
 	if (lstat(path, &st) != 0) {
 		if (errno == ENOENT && may_be_missing)
-			check_say("warning", "%s %s does not exist yet (created at start)", what,
-			    path);
+			check_say("warning", "%s %s does not exist yet (shimbridged creates it "
+			    "at start, root 0755; under systemd shimbridge.socket does)", what, path);
 		else
 			check_say("FAIL", "%s %s: %s", what, path, strerror(errno));
 		return;
@@ -112,8 +114,7 @@ check_version(const char *path, uid_t uid, gid_t gid)
 		dup2(p[1], 1);
 		dup2(p[1], 2);
 		users_closefrom(3);
-		if (chdir("/") != 0 || setgroups(0, NULL) != 0 ||
-		    setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0)
+		if (chdir("/") != 0 || hygiene_drop_privileges(uid, gid, NULL) != NULL)
 			_exit(126);
 		execve(path, (char *const[]){ (char *)path, "--version", NULL }, envp);
 		_exit(127);
@@ -479,41 +480,41 @@ check_expired(const struct probe_result *r)
  * lives in guarded memory here; it is never printed.
  */
 static void
-check_probe_one(const char *what, const struct secret_src *src, const char *url,
-    const char *scheme, const char *username, const char *ca_file)
+check_probe_one(const char *what, const struct secret_src *src, const struct secret_val *v,
+    const char *url, const char *scheme, const char *username, const char *ca_file)
 {
 	struct probe_result r;
 	unsigned char *cred = NULL;
 	char *hdr = NULL;
 	size_t clen, hlen, b64;
 
-	if (src->value == NULL) {
+	if (v->value == NULL) {
 		check_say("FAIL", "%s: secret %s has no value: %s", what, src->name,
-		    src->error != NULL ? src->error : "not loaded");
+		    v->error != NULL ? v->error : "not loaded");
 		return;
 	}
 	if (strcmp(scheme, "Basic") == 0) {
 		/* "user:secret" in base64, built in guarded memory. */
-		clen = strlen(username) + 1 + src->len;
+		clen = strlen(username) + 1 + v->len;
 		b64 = sodium_base64_ENCODED_LEN(clen, sodium_base64_VARIANT_ORIGINAL);
 		hlen = strlen("Authorization: Basic ") + b64;
 		if ((cred = sodium_malloc(clen)) == NULL || (hdr = sodium_malloc(hlen)) == NULL)
 			goto nomem;
 		memcpy(cred, username, strlen(username));
 		cred[strlen(username)] = ':';
-		memcpy(cred + strlen(username) + 1, src->value, src->len);
+		memcpy(cred + strlen(username) + 1, v->value, v->len);
 		memcpy(hdr, "Authorization: Basic ", strlen("Authorization: Basic "));
 		sodium_bin2base64(hdr + strlen("Authorization: Basic "), b64, cred, clen,
 		    sodium_base64_VARIANT_ORIGINAL);
 	} else {
-		hlen = strlen("Authorization: token ") + src->len + 1;
+		hlen = strlen("Authorization: token ") + v->len + 1;
 		if ((hdr = sodium_malloc(hlen)) == NULL)
 			goto nomem;
 		memcpy(hdr, "Authorization: token ", strlen("Authorization: token "));
-		memcpy(hdr + strlen("Authorization: token "), src->value, src->len);
+		memcpy(hdr + strlen("Authorization: token "), v->value, v->len);
 		hdr[hlen - 1] = '\0';
 	}
-	if (memchr(src->value, '\n', src->len) != NULL || memchr(src->value, '\r', src->len) != NULL) {
+	if (memchr(v->value, '\n', v->len) != NULL || memchr(v->value, '\r', v->len) != NULL) {
 		check_say("FAIL", "%s: secret %s holds a line break; it cannot be a token",
 		    what, src->name);
 		goto out;
@@ -564,7 +565,7 @@ out:
  * first repository a git session may use). Session overrides are tried too.
  */
 static void
-check_auth(const struct config *c)
+check_auth(const struct config *c, struct keyring *kr)
 {
 	struct check_probe *seen = NULL;
 	const char *repo = NULL;
@@ -597,7 +598,8 @@ check_auth(const struct config *c)
 				    " of session " : "", s != NULL &&
 				    src != secret_resolve(c, NULL, src->name) ? s->name : "",
 				    host, t->name);
-				check_probe_one(what, src, url, "token", NULL, check_ca_file(t));
+				check_probe_one(what, src, &keyring_get(kr, s, src->name)->val, url,
+				    "token", NULL, check_ca_file(t));
 				free(what);
 			}
 		}
@@ -633,7 +635,8 @@ check_auth(const struct config *c)
 			    " of session " : "", s != NULL &&
 			    src != secret_resolve(c, NULL, src->name) ? s->name : "",
 			    h->name, repo);
-			check_probe_one(what, src, url, "Basic", h->username, check_ca_file(NULL));
+			check_probe_one(what, src, &keyring_get(kr, s, src->name)->val, url,
+			    "Basic", h->username, check_ca_file(NULL));
 			free(what);
 		}
 		free(url);
@@ -654,9 +657,10 @@ check_cmd(struct admin *a, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct config *c;
-	char *cause = NULL;
+	struct keyring *kr = NULL;
+	char *cause = NULL, **warn = NULL;
 	int ch, no_secrets = 0, offline = 0;
-	size_t i;
+	size_t i, nwarn = 0;
 
 	adm_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
@@ -681,7 +685,8 @@ check_cmd(struct admin *a, int argc, char **argv)
 		fprintf(stderr, "shimbridge: libsodium failed to initialise\n");
 		return ADM_FAIL;
 	}
-	if ((c = config_load(a->config, no_secrets, &cause)) == NULL) {
+	/* Secret values go into a keyring (the config holds none), loaded once below. */
+	if ((c = config_load(a->config, 1, &cause)) == NULL) {
 		check_say("FAIL", "config %s", cause);
 		free(cause);
 		printf("1 problem: the configuration is invalid; shimbridged would refuse it\n");
@@ -691,6 +696,15 @@ check_cmd(struct admin *a, int argc, char **argv)
 	    a->config, c->version, c->ntools, c->nsessions, c->nsecrets);
 	for (i = 0; i < c->nwarnings; i++)
 		check_say("warning", "%s", c->warnings[i]);
+	if (!no_secrets) {
+		kr = keyring_new();
+		keyring_load(kr, c, &warn, &nwarn);
+		for (i = 0; i < nwarn; i++) {
+			check_say("warning", "%s", warn[i]);
+			free(warn[i]);
+		}
+		free(warn);
+	}
 	check_users(c);
 	check_socket(c);
 	check_dirs(c);
@@ -699,7 +713,8 @@ check_cmd(struct admin *a, int argc, char **argv)
 	check_shims(a);
 	check_daemon(c);
 	if (!no_secrets && !offline)
-		check_auth(c);
+		check_auth(c, kr);
+	keyring_free(kr);
 	config_unref(c);
 	if (check_failures > 0) {
 		printf("%d problem%s found\n", check_failures, check_failures == 1 ? "" : "s");

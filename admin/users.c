@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "hygiene.h"
 #include "util.h"
 
 /* Copy what we need of a passwd entry: getpwnam's storage is reused by the next call. */
@@ -55,27 +56,16 @@ int
 users_become(const struct users_id *id, char **cause)
 {
 	gid_t groups[256];
+	const char *step;
 	int n, i;
 
 	if (id->uid == 0) {
 		xasprintf(cause, "refusing to run as root");
 		return -1;
 	}
-	if (initgroups(id->name, id->gid) != 0) {
-		xasprintf(cause, "initgroups %s: %s", id->name, strerror(errno));
-		return -1;
-	}
-	if (setresgid(id->gid, id->gid, id->gid) != 0) {
-		xasprintf(cause, "setresgid %u: %s", (unsigned)id->gid, strerror(errno));
-		return -1;
-	}
-	if (setresuid(id->uid, id->uid, id->uid) != 0) {
-		xasprintf(cause, "setresuid %u: %s", (unsigned)id->uid, strerror(errno));
-		return -1;
-	}
-	if (getuid() != id->uid || geteuid() != id->uid || getgid() != id->gid ||
-	    getegid() != id->gid || setuid(0) == 0) {
-		xasprintf(cause, "switching to %s did not take", id->name);
+	if ((step = hygiene_drop_privileges(id->uid, id->gid, id->name)) != NULL) {
+		xasprintf(cause, "switching to %s did not take (%s: %s)", id->name, step,
+		    strerror(errno));
 		return -1;
 	}
 	if ((n = getgroups((int)(sizeof groups / sizeof groups[0]), groups)) < 0) {
@@ -95,30 +85,7 @@ users_become(const struct users_id *id, char **cause)
 void
 users_closefrom(int lowfd)
 {
-	long max = sysconf(_SC_OPEN_MAX), fd;
-	struct dirent *de;
-	DIR *d;
-
-	if ((d = opendir("/proc/self/fd")) != NULL) {
-		int dfd = dirfd(d);
-		int fds[1024], n = 0, i;
-
-		while ((de = readdir(d)) != NULL && n < 1024) {
-			fd = strtol(de->d_name, NULL, 10);
-			if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && fd >= lowfd &&
-			    fd != dfd)
-				fds[n++] = (int)fd;
-		}
-		closedir(d);
-		for (i = 0; i < n; i++)
-			close(fds[i]);
-		if (n < 1024)
-			return;
-	}
-	if (max < 0 || max > 65536)
-		max = 65536;
-	for (fd = lowfd; fd < max; fd++)
-		close((int)fd);
+	hygiene_closefrom(lowfd);
 }
 
 /* Whether any process runs with uid as its real, effective, saved or fs uid. */
@@ -176,8 +143,7 @@ users_kill_all(uid_t uid)
 		if ((pid = fork()) < 0)
 			return -1;
 		if (pid == 0) {
-			if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
-			    setresuid(uid, uid, uid) != 0)
+			if (hygiene_drop_privileges(uid, 65534, NULL) != NULL)
 				_exit(1);
 			signal(SIGKILL, SIG_DFL);
 			(void)kill(-1, SIGKILL);	/* everything of uid but ourselves */

@@ -25,10 +25,11 @@
 #include "config.h"
 #include "gh.h"
 #include "proto.h"
-#include "redact.h"
+#include "keyring.h"
 #include "secret.h"
 #include "store.h"
 #include "util.h"
+#include "valid.h"
 
 #define CONFIG_MAX_BYTES	(1024 * 1024)
 #define CONFIG_MAX_FILES	4096
@@ -216,27 +217,6 @@ valid_env_name(const char *s)
 			return 0;
 	}
 	return i <= 128;
-}
-
-/* owner/name with GitHub's characters. */
-static int
-valid_repo(const char *s)
-{
-	const char *slash = strchr(s, '/');
-	size_t i;
-
-	if (slash == NULL || slash == s || slash[1] == '\0' || strchr(slash + 1, '/') != NULL)
-		return 0;
-	if (strlen(s) > 200 || strcmp(slash + 1, ".") == 0 || strcmp(slash + 1, "..") == 0 ||
-	    strncmp(s, "./", 2) == 0 || strncmp(s, "../", 3) == 0)
-		return 0;
-	for (i = 0; s[i] != '\0'; i++) {
-		if (s + i == slash)
-			continue;
-		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
-			return 0;
-	}
-	return 1;
 }
 
 /* Open a config file and check it is a root-owned regular file nobody else may write. */
@@ -983,108 +963,6 @@ config_crosscheck(struct loader *l, struct config *c)
 	return 0;
 }
 
-/* Open the encrypted store with its key file or systemd credential. */
-static void
-config_open_store(struct config *c)
-{
-	unsigned char *key = NULL;
-	char *cause = NULL, *kpath = NULL;
-	const char *dir;
-
-	if (c->store_key_credential != NULL) {
-		if ((dir = getenv("CREDENTIALS_DIRECTORY")) == NULL || dir[0] != '/') {
-			xasprintf(&c->store_error, "the store key credential %s is not available "
-			    "(CREDENTIALS_DIRECTORY is not set)", c->store_key_credential);
-			return;
-		}
-		xasprintf(&kpath, "%s/%s", dir, c->store_key_credential);
-	} else
-		kpath = xstrdup(c->store_key);
-	if (store_key_load(kpath, &key, &cause) != 0 ||
-	    store_load(c->store_path, key, 1, &c->store, &cause) != 0)
-		c->store_error = cause;	/* transferred; it names the file already */
-	if (key != NULL)
-		sodium_free(key);
-	free(kpath);
-}
-
-/* Add a source's value (and the one a renewal replaced) to a redactor list. */
-static void
-config_redact_add(struct redact_secret *rs, size_t *n, const struct secret_src *s)
-{
-	if (s->value != NULL) {
-		rs[*n].value = s->value;
-		rs[(*n)++].len = s->len;
-	}
-	if (s->prev != NULL) {
-		rs[*n].value = s->prev;
-		rs[(*n)++].len = s->prev_len;
-	}
-}
-
-/* One redactor over every loaded value, for audit lines and error messages. */
-static void
-config_build_redactor(struct config *c)
-{
-	struct redact_secret *rs;
-	size_t i, j, n = 0, cap = c->nsecrets;
-
-	for (i = 0; i < c->nsessions; i++)
-		cap += c->sessions[i].nsecrets;
-	rs = xcalloc(2 * cap + 1, sizeof *rs);
-	for (i = 0; i < c->nsecrets; i++)
-		config_redact_add(rs, &n, &c->secrets[i]);
-	for (i = 0; i < c->nsessions; i++) {
-		for (j = 0; j < c->sessions[i].nsecrets; j++)
-			config_redact_add(rs, &n, &c->sessions[i].secrets[j]);
-	}
-	redact_free(c->redact);
-	c->redact = redact_new(rs, n);
-	free(rs);
-}
-
-/* Load every secret value (per-session overrides too). */
-static void
-config_load_secrets(struct config *c)
-{
-	size_t i, j;
-	int need_store = 0;
-
-	for (i = 0; i < c->nsecrets; i++)
-		need_store |= c->secrets[i].type == SECRET_STORE;
-	for (i = 0; i < c->nsessions; i++) {
-		for (j = 0; j < c->sessions[i].nsecrets; j++)
-			need_store |= c->sessions[i].secrets[j].type == SECRET_STORE;
-	}
-	if (need_store)
-		config_open_store(c);
-	for (i = 0; i < c->nsecrets; i++)
-		secret_load(&c->secrets[i], c);
-	for (i = 0; i < c->nsessions; i++) {
-		for (j = 0; j < c->sessions[i].nsecrets; j++)
-			secret_load(&c->sessions[i].secrets[j], c);
-	}
-	for (i = 0; i < c->nsecrets; i++) {
-		if (c->secrets[i].error != NULL)
-			config_warn(c, "%s", c->secrets[i].error);
-	}
-	for (i = 0; i < c->nsessions; i++) {
-		for (j = 0; j < c->sessions[i].nsecrets; j++) {
-			if (c->sessions[i].secrets[j].error != NULL)
-				config_warn(c, "session %s: %s", c->sessions[i].name,
-				    c->sessions[i].secrets[j].error);
-		}
-	}
-	config_build_redactor(c);
-}
-
-/* A secret's value changed (a command source refreshed): rebuild the audit redactor. */
-void
-config_secrets_changed(struct config *c)
-{
-	config_build_redactor(c);
-}
-
 /* Load, validate and (unless no_secrets) fill in secret values. */
 struct config *
 config_load(const char *path, int no_secrets, char **cause)
@@ -1141,8 +1019,13 @@ config_load(const char *path, int no_secrets, char **cause)
 	c->version = xcalloc(1, 2 * 6 + 1);
 	for (i = 0; i < 6; i++)
 		snprintf(c->version + 2 * i, 3, "%02x", digest[i]);
-	if (!no_secrets)
-		config_load_secrets(c);
+	if (!no_secrets) {
+		/* A trial load, for --check: the values are wiped at once. */
+		struct keyring *kr = keyring_new();
+
+		keyring_load(kr, c, &c->warnings, &c->nwarnings);
+		keyring_free(kr);
+	}
 	json_decref(root);
 	free(text);
 	return c;
@@ -1234,13 +1117,9 @@ config_unref(struct config *c)
 	free_strv(c->protected_branches, c->nprotected_branches);
 	free_strv(c->deny_paths, c->ndeny_paths);
 	free_strv(c->warnings, c->nwarnings);
-	redact_free(c->redact);
-	if (c->store != NULL)
-		store_free(c->store);
 	free(c->store_path);
 	free(c->store_key);
 	free(c->store_key_credential);
-	free(c->store_error);
 	free(c->git_path);
 	free(c->git_helper);
 	free(c->path);

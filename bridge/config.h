@@ -11,8 +11,6 @@
 #include <stdint.h>
 
 struct secret_src;
-struct redact;
-struct store;
 
 enum cwd_mode {
 	CWD_SCRATCH,		/* fresh private empty directory per run */
@@ -116,27 +114,25 @@ struct config {
 	char		**deny_paths;
 	size_t		  ndeny_paths;
 	int		  git_timeout;
-	struct redact	 *redact;	/* every loaded secret, for audit and errors */
 	char		 *store_path;	/* encrypted secret store */
 	char		 *store_key;	/* its key file, or NULL with store_key_credential */
 	char		 *store_key_credential;	/* systemd credential holding the key */
-	struct store	 *store;	/* loaded when a secret uses it */
-	char		 *store_error;
 	char		**warnings;	/* non-fatal findings for --check */
 	size_t		  nwarnings;
 };
 
 /*
- * Load and validate a config (main file + drop-ins). Secrets are loaded too unless
- * no_secrets is set (--check of a config on a machine without them). On error
- * returns NULL and *cause names the file and the location.
+ * Load and validate a config (main file + drop-ins). The result is read-only:
+ * secret values live in a keyring (keyring.h), never in the config. Unless
+ * no_secrets is set, every secret is loaded once as a trial and wiped again,
+ * its failures added to warnings (--check, shimbridge check); the daemon loads
+ * with no_secrets and fills its own keyring. On error returns NULL and *cause
+ * names the file and the location.
  */
 struct config	*config_load(const char *path, int no_secrets, char **cause);
 struct config	*config_ref(struct config *);
 void		 config_unref(struct config *);
 
-/* A secret's value changed (a command source refreshed): keep the audit redactor current. */
-void			 config_secrets_changed(struct config *);
 const struct session	*config_session_by_uid(const struct config *, uid_t);
 const struct session	*config_session_by_name(const struct config *, const char *);
 const struct tool	*config_tool(const struct config *, const char *);

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "conn.h"
 #include "job.h"
+#include "keyring.h"
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
@@ -165,7 +166,7 @@ conn_timer(struct conn *c, int seconds)
 void
 conn_error(struct conn *c, const char *code, const char *message)
 {
-	char *red = redact_string(c->cfg->redact, message);
+	char *red = redact_string(conn_redact(c), message);
 	json_t *o = json_object();
 
 	json_object_set_new(o, "code", json_string(code));
@@ -201,7 +202,7 @@ conn_protocol_error(struct conn *c, const char *why)
 	json_t *a = conn_audit_base(c, "protocol-error");
 
 	json_object_set_new(a, "reason", json_string(why));
-	audit_write(a, c->cfg->redact);
+	audit_write(a, conn_redact(c));
 	c->srv->n_errors++;
 	conn_error(c, ERR_PROTOCOL, why);
 }
@@ -213,7 +214,7 @@ conn_deny(struct conn *c, const char *code, const char *reason, const char *mess
 	json_t *a = conn_audit_base(c, "denied");
 
 	json_object_set_new(a, "reason", json_string(reason));
-	audit_write(a, c->cfg->redact);
+	audit_write(a, conn_redact(c));
 	c->srv->n_denied++;
 	conn_error(c, code, message);
 }
@@ -393,26 +394,24 @@ static const struct job_cb conn_job_cb = {
 	conn_job_output, conn_job_eof, conn_job_written, conn_job_state
 };
 
-/* Collect the secret values a request injects, for its output redactors. */
-struct redact *
-conn_redactor(struct conn *c, const struct tool *t, const struct secret_src *extra)
+/* The redactor for audit lines and messages: every live secret. */
+const struct redact *
+conn_redact(const struct conn *c)
 {
-	struct redact_secret rs[32];
-	size_t n = 0, i;
+	return keyring_redactor(c->srv->keyring);
+}
 
-	for (i = 0; t != NULL && i < t->nsecrets && n < 31; i++) {
-		struct secret_src *s = secret_resolve(c->cfg, c->session, t->secrets[i].secret);
+/*
+ * An output stream redactor for a request: a stream on the keyring's one
+ * automaton of every live secret of every session (and the values renewals and
+ * reloads replaced), not just the request's own. NULL on failure.
+ */
+struct redact *
+conn_redactor(struct conn *c)
+{
+	const struct redact *r = keyring_redactor(c->srv->keyring);
 
-		if (s != NULL && s->value != NULL) {
-			rs[n].value = s->value;
-			rs[n++].len = s->len;
-		}
-	}
-	if (extra != NULL && extra->value != NULL) {
-		rs[n].value = extra->value;
-		rs[n++].len = extra->len;
-	}
-	return redact_new(rs, n);
+	return r != NULL ? redact_new_stream(r) : NULL;
 }
 
 /* Start the child and the relay; on failure send an error and return -1. */
@@ -443,7 +442,7 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 			job_kill(c->job, SIGKILL);
 		}
 		json_object_set_new(a, "reason", json_string(cause));
-		audit_write(a, c->cfg->redact);
+		audit_write(a, conn_redact(c));
 		xasprintf(&msg, "%s could not be started on the host (%s). Nothing was run; "
 		    "tell the operator.", c->tool, cause);
 		conn_error(c, ERR_UNAVAILABLE, msg);
@@ -655,7 +654,7 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (c->state == CONN_RUNNING && job_state(c->job) == JOB_RUNNING) {
 		json_t *a = conn_audit_base(c, "peer-gone");
 
-		audit_write(a, c->cfg->redact);
+		audit_write(a, conn_redact(c));
 		c->killed = KILL_PEER;
 		job_kill(c->job, SIGKILL);
 	}
@@ -738,7 +737,7 @@ conn_check_done(struct conn *c)
 
 		json_object_set_new(a, "killed", json_string(why[c->killed]));
 	}
-	audit_write(a, c->cfg->redact);
+	audit_write(a, conn_redact(c));
 	c->srv->n_completed++;
 	if (c->peer_gone) {
 		conn_schedule_free(c);

@@ -28,10 +28,8 @@ struct event;
 struct job;
 struct op;
 struct redact;
-struct secret_src;
 struct server;
 struct session;
-struct tool;
 
 enum conn_state {
 	CONN_HELLO,	/* accepted; waiting for the client's HELLO */
@@ -116,9 +114,13 @@ void		 conn_deny(struct conn *, const char *code, const char *reason,
 int		 conn_check_busy(struct conn *);
 /* Finish a request without a child: EXIT code frame, then close. */
 void		 conn_exit(struct conn *, int code);
-/* A redactor of the secrets tool t injects (t may be NULL) plus extra; NULL on failure. */
-struct redact	*conn_redactor(struct conn *, const struct tool *,
-		    const struct secret_src *extra);
+/*
+ * A new output stream redactor that masks every live secret of every session
+ * (the keyring's one automaton, shared by reference); NULL on failure.
+ */
+struct redact	*conn_redactor(struct conn *);
+/* The redactor for audit lines and messages to the peer: every live secret. */
+const struct redact *conn_redact(const struct conn *);
 /*
  * Start the child and the relay as the runner (c->scratch, c->output_limit,
  * c->red_* set by the op). On failure an error is sent and -1 returned.

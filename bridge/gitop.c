@@ -13,7 +13,7 @@
 #include "config.h"
 #include "gitop.h"
 #include "proto.h"
-#include "secret.h"
+#include "keyring.h"
 #include "spawn.h"
 #include "util.h"
 
@@ -192,16 +192,7 @@ gitop_prepare(const struct config *c, const struct session *s, json_t *req, stru
 		return -1;
 	}
 	free(repo);
-	g->secret = secret_resolve(c, s, gh->secret);
-	/* Command sources are refreshed in the background, never on a request's path. */
-	if (g->secret == NULL || !secret_usable(g->secret)) {
-		g->code = ERR_UNAVAILABLE;
-		xasprintf(cause, "secret %s unavailable", gh->secret);
-		xasprintf(msg, "git cannot reach %s right now: the bridge could not load its "
-		    "credential (secret %s). Nothing was sent; tell the operator.", g->host,
-		    gh->secret);
-		return -1;
-	}
+	g->secret_name = gh->secret;	/* the caller looks its value up (keyring) */
 	xasprintf(&g->upstream, "%.*s/%s/%s.git", (int)(strlen(gh->upstream) -
 	    (gh->upstream[strlen(gh->upstream) - 1] == '/')), gh->upstream, g->owner, g->name);
 	lo = gitop_lower(g->owner);
@@ -321,8 +312,8 @@ gitop_env(struct gitop *g, const char *scratch, char **cause)
 	free(s);
 	if (g->protocol != NULL)
 		envbuild_set(g->env, "SHIMBRIDGE_GIT_PROTOCOL", g->protocol, strlen(g->protocol), 0);
-	if (envbuild_set(g->env, "SHIMBRIDGE_TOKEN", (const char *)g->secret->value,
-	    g->secret->len, 1) != 0) {
+	if (envbuild_set(g->env, "SHIMBRIDGE_TOKEN", (const char *)g->secret->val.value,
+	    g->secret->val.len, 1) != 0) {
 		*cause = xstrdup("the git credential cannot be passed (it contains a NUL byte)");
 		return -1;
 	}

@@ -11,7 +11,7 @@
 struct config;
 struct session;
 struct envbuild;
-struct secret_src;
+struct key;
 
 struct gitop {
 	char			 *service;	/* upload-pack or receive-pack */
@@ -26,7 +26,8 @@ struct gitop {
 	json_t			 *audit_argv;
 	char			 *rule;
 	const char		 *code;		/* error code when refused */
-	struct secret_src	 *secret;	/* not owned */
+	const char		 *secret_name;	/* the host's secret (in the config) */
+	const struct key	 *secret;	/* its value: set by the caller before gitop_env */
 	const struct config	 *cfg;
 	const struct session	 *session;
 };

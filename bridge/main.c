@@ -9,8 +9,10 @@
 
 #include "config.h"
 #include "gh.h"
+#include "hygiene.h"
 #include "log.h"
 #include "proto.h"
+#include "keyring.h"
 #include "server.h"
 #include "util.h"
 
@@ -22,6 +24,27 @@
 #define EX_RUNTIME	2	/* could not start or run (socket, audit log, ...) */
 #define EX_USAGE	64
 #define EX_NOTROOT	77	/* started by a user other than root (sysexits EX_NOPERM) */
+
+/*
+ * How many descriptors from 3 up systemd passed us (LISTEN_FDS for our pid); they
+ * must survive the start-up close. launchd's sockets are fetched later through
+ * its API, so on macOS nothing beyond stdio is closed here.
+ */
+static int
+main_listen_fds(void)
+{
+#if defined(__APPLE__)
+	return 1 << 20;
+#else
+	const char *spid = getenv("LISTEN_PID"), *sfds = getenv("LISTEN_FDS");
+	long n;
+
+	if (spid == NULL || sfds == NULL || strtol(spid, NULL, 10) != (long)getpid())
+		return 0;
+	n = strtol(sfds, NULL, 10);
+	return n >= 1 && n <= 16 ? (int)n : 0;
+#endif
+}
 
 /* Print usage. */
 static void
@@ -67,10 +90,19 @@ main(int argc, char **argv)
 	const char *path = DEFAULT_CONFIG;
 	struct config *cfg;
 	char *cause = NULL;
-	int ch, check = 0, no_secrets = 0, debug = 0;
-	size_t i;
+	struct keyring *kr;
+	char **warn = NULL;
+	int ch, check = 0, no_secrets = 0, debug = 0, rc;
+	size_t i, nwarn = 0;
 
 	util_progname = "shimbridged";
+	/*
+	 * Start-up hygiene, as shimbridge-git and the admin CLI: fds 0-2 open, and
+	 * nothing inherited beyond them but the sockets the service manager hands us.
+	 */
+	if (hygiene_stdio() != 0)
+		return EX_RUNTIME;
+	hygiene_closefrom(3 + main_listen_fds());
 	while ((ch = getopt_long(argc, argv, "c:dhV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'c':
@@ -115,7 +147,8 @@ main(int argc, char **argv)
 	}
 	if (sodium_init() < 0)
 		die(EX_RUNTIME, "libsodium failed to initialise");
-	if ((cfg = config_load(path, no_secrets, &cause)) == NULL) {
+	/* The daemon fills its own keyring below; --check loads secrets as a trial. */
+	if ((cfg = config_load(path, check ? no_secrets : 1, &cause)) == NULL) {
 		fprintf(stderr, "shimbridged: %s\n", cause);
 		return EX_CONFIG;
 	}
@@ -137,9 +170,18 @@ main(int argc, char **argv)
 		config_unref(cfg);
 		return EX_OK;
 	}
-	if (server_run(cfg, path, &cause) != 0) {
-		fprintf(stderr, "shimbridged: %s\n", cause);
-		return EX_RUNTIME;
+	kr = keyring_new();
+	keyring_load(kr, cfg, &warn, &nwarn);
+	for (i = 0; i < nwarn; i++) {
+		fprintf(stderr, "shimbridged: warning: %s\n", warn[i]);
+		free(warn[i]);
 	}
-	return EX_OK;
+	free(warn);
+	rc = EX_OK;
+	if (server_run(cfg, kr, path, &cause) != 0) {
+		fprintf(stderr, "shimbridged: %s\n", cause);
+		rc = EX_RUNTIME;
+	}
+	keyring_free(kr);
+	return rc;
 }

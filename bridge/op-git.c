@@ -15,10 +15,12 @@
 #include "config.h"
 #include "conn.h"
 #include "gitop.h"
+#include "keyring.h"
 #include "ops.h"
 #include "proto.h"
 #include "redact.h"
 #include "request.h"
+#include "secret.h"
 #include "server.h"
 #include "spawn.h"
 #include "util.h"
@@ -45,6 +47,17 @@ op_git(struct conn *c, json_t *req)
 			conn_deny(c, g.code != NULL ? g.code : ERR_DENIED, cause, msg);
 		goto out;
 	}
+	/* Command sources are renewed in the background, never on a request's path. */
+	g.secret = keyring_get(c->srv->keyring, c->session, g.secret_name);
+	if (g.secret == NULL || !secret_usable(g.secret->src, &g.secret->val)) {
+		c->argv = g.audit_argv != NULL ? json_incref(g.audit_argv) : NULL;
+		xasprintf(&cause, "secret %s unavailable", g.secret_name);
+		xasprintf(&msg, "git cannot reach %s right now: the bridge could not load its "
+		    "credential (secret %s). Nothing was sent; tell the operator.", g.host,
+		    g.secret_name);
+		conn_deny(c, ERR_UNAVAILABLE, cause, msg);
+		goto out;
+	}
 	c->argv = json_incref(g.audit_argv);
 	c->rule = xstrdup(g.rule);
 	if (conn_check_busy(c) != 0)
@@ -69,14 +82,14 @@ op_git(struct conn *c, json_t *req)
 	 * the conversation, so only stderr goes through the redactor.
 	 */
 	c->red_out = NULL;
-	c->red_err = conn_redactor(c, NULL, g.secret);
+	c->red_err = conn_redactor(c);
 	if (c->red_err == NULL) {
 		conn_deny(c, ERR_INTERNAL, "redactor", "the bridge could not set up output "
 		    "redaction; nothing was sent. Tell the operator.");
 		goto out;
 	}
 	c->srv->n_allowed++;
-	audit_write(conn_audit_base(c, "allowed"), c->cfg->redact);
+	audit_write(conn_audit_base(c, "allowed"), conn_redact(c));
 	conn_start(c, c->cfg->git_helper, g.argv, g.env, -1, c->scratch, c->cfg->git_timeout);
 out:
 	gitop_clear(&g);
@@ -115,6 +128,6 @@ op_git_done(struct conn *c)
 	/* The runner wrote it: jansson escapes it; invalid UTF-8 is not logged raw. */
 	if (json_object_set_new(a, "reason", json_string(buf)) != 0)
 		json_object_set_new(a, "reason", json_string("git policy refused the push"));
-	audit_write(a, c->cfg->redact);
+	audit_write(a, conn_redact(c));
 	c->srv->n_denied++;
 }

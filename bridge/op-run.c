@@ -15,6 +15,7 @@
 #include "config.h"
 #include "conn.h"
 #include "gh.h"
+#include "keyring.h"
 #include "ops.h"
 #include "policy.h"
 #include "proto.h"
@@ -50,11 +51,12 @@ op_run_env(struct conn *c, const struct tool *t, json_t *env, char **cause)
 	for (i = 0; i < t->nenv; i++)
 		envbuild_set(e, t->env[i].name, t->env[i].value, strlen(t->env[i].value), 0);
 	for (i = 0; i < t->nsecrets; i++) {
-		struct secret_src *s = secret_resolve(cfg, c->session, t->secrets[i].secret);
+		const struct key *s = keyring_get(c->srv->keyring, c->session,
+		    t->secrets[i].secret);
 
-		/* Command sources are refreshed in the background (server_secrets). */
-		if (s == NULL || !secret_usable(s)) {
-			if (s != NULL && s->type == SECRET_COMMAND && s->refreshing)
+		/* Command sources are renewed in the background (renew.c). */
+		if (s == NULL || !secret_usable(s->src, &s->val)) {
+			if (s != NULL && s->src->type == SECRET_COMMAND && s->val.refreshing)
 				xasprintf(cause, "%s cannot run right now: the bridge is renewing "
 				    "its credential (secret %s). Nothing was run; try again in a few "
 				    "seconds.", t->name, t->secrets[i].secret);
@@ -66,7 +68,8 @@ op_run_env(struct conn *c, const struct tool *t, json_t *env, char **cause)
 			envbuild_free(e);
 			return NULL;
 		}
-		if (envbuild_set(e, t->secrets[i].var, (const char *)s->value, s->len, 1) != 0) {
+		if (envbuild_set(e, t->secrets[i].var, (const char *)s->val.value,
+		    s->val.len, 1) != 0) {
 			xasprintf(cause, "secret %s cannot be passed in an environment variable "
 			    "(it contains a NUL byte)", t->secrets[i].secret);
 			envbuild_free(e);
@@ -167,15 +170,13 @@ op_run(struct conn *c, json_t *req)
 		gh_env(t, c->scratch, &pc, env);
 	c->output_limit = t->output_limit;
 	/*
-	 * A child given no secret has none to print (the runner can read no secret
-	 * source), so its output is relayed as it is; otherwise both streams are
-	 * redacted with every form of what it was given.
+	 * Both streams go through the redactor of every live secret of every session.
+	 * A tool given no secret is no exception: it runs as the same runner as
+	 * children that hold one and could read theirs (/proc/PID/environ).
 	 */
-	if (t->nsecrets > 0) {
-		c->red_out = conn_redactor(c, t, NULL);
-		c->red_err = c->red_out != NULL ? redact_new_stream(c->red_out) : NULL;
-	}
-	if (t->nsecrets > 0 && (c->red_out == NULL || c->red_err == NULL)) {
+	c->red_out = conn_redactor(c);
+	c->red_err = conn_redactor(c);
+	if (c->red_out == NULL || c->red_err == NULL) {
 		conn_deny(c, ERR_INTERNAL, "redactor", "the bridge could not set up output "
 		    "redaction; nothing was run. Tell the operator.");
 		goto out;
@@ -184,7 +185,7 @@ op_run(struct conn *c, json_t *req)
 	{
 		json_t *a = conn_audit_base(c, "allowed");
 
-		audit_write(a, c->cfg->redact);
+		audit_write(a, conn_redact(c));
 	}
 	conn_start(c, t->path, argv, env, cwd_fd,
 	    t->cwd == CWD_SCRATCH ? c->scratch : NULL, t->timeout);

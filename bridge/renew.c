@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "job.h"
+#include "keyring.h"
 #include "log.h"
 #include "renew.h"
 #include "secret.h"
@@ -23,8 +24,10 @@
 /* One background run of a command source. */
 struct renew {
 	TAILQ_ENTRY(renew)	 entry;
-	struct config		*cfg;		/* reference: the source lives in it */
-	struct secret_src	*src;
+	struct keyring		*kr;
+	char			*session;	/* the key, looked up again at the end */
+	char			*name;
+	struct config		*cfg;		/* reference, for kill_grace */
 	struct job		*job;
 	unsigned char		*buf;		/* guarded memory */
 	size_t			 len;
@@ -32,6 +35,7 @@ struct renew {
 	size_t			 elen;
 	char			*why;		/* set when the bridge stopped it */
 	time_t			 started;
+	int			 timeout;	/* seconds */
 	int			 stopping;	/* renew_stop_all finishes it itself */
 };
 
@@ -43,6 +47,7 @@ renew_finish(struct renew *r)
 {
 	int status = job_status(r->job);
 	char *why = r->why;
+	struct key *k;
 
 	r->err[r->elen] = '\0';
 	r->err[strcspn(r->err, "\n")] = '\0';
@@ -50,18 +55,26 @@ renew_finish(struct renew *r)
 		xasprintf(&why, "failed (status %d)%s%.200s", WIFEXITED(status) ?
 		    WEXITSTATUS(status) : 128 + WTERMSIG(status), r->err[0] ? ": " : "",
 		    r->err);
-	secret_command_done(r->src, r->buf, r->len, status, why);
-	r->src->refreshing = 0;
-	log_debug("secret %s: renewal done (%s)", r->src->name, r->src->error != NULL ?
-	    r->src->error : "ok");
-	if (r->src->error != NULL)
-		log_warnx("%s", r->src->error);
-	else
-		config_secrets_changed(r->cfg);
+	/* A reload that changed or removed the source made this run moot. */
+	k = keyring_find(r->kr, r->session, r->name);
+	if (k == NULL || !k->val.refreshing)
+		log_debug("secret %s: renewal result dropped (reconfigured)", r->name);
+	else {
+		secret_command_done(k->src, &k->val, r->buf, r->len, status, why);
+		k->val.refreshing = 0;
+		log_debug("secret %s: renewal done (%s)", r->name, k->val.error != NULL ?
+		    k->val.error : "ok");
+		if (k->val.error != NULL)
+			log_warnx("%s", k->val.error);
+		else
+			keyring_changed(r->kr);
+	}
 	TAILQ_REMOVE(&renew_all, r, entry);
 	job_free(r->job);
 	sodium_free(r->buf);
 	config_unref(r->cfg);
+	free(r->session);
+	free(r->name);
 	free(why);
 	free(r);
 }
@@ -105,61 +118,60 @@ renew_state(struct job *j, void *arg)
 
 static const struct job_cb renew_cb = { renew_output, NULL, NULL, renew_state };
 
-/* Start a background run of a command source. */
+/* Start a background run of a key's command source. */
 static void
-renew_start(struct event_base *base, struct config *cfg, struct secret_src *src)
+renew_start(struct event_base *base, struct keyring *kr, struct config *cfg, struct key *k)
 {
 	struct renew *r;
 	struct child ch;
 	char *cause = NULL;
 
-	if (secret_command_spawn(src, cfg, &ch, &cause) != 0) {
-		secret_command_done(src, NULL, 0, 0, cause);
-		log_warnx("%s", src->error != NULL ? src->error : cause);
+	if (secret_command_spawn(k->src, cfg, &ch, &cause) != 0) {
+		secret_command_done(k->src, &k->val, NULL, 0, 0, cause);
+		log_warnx("%s", k->val.error != NULL ? k->val.error : cause);
 		free(cause);
 		return;
 	}
 	r = xcalloc(1, sizeof *r);
+	r->kr = kr;
+	r->session = k->session != NULL ? xstrdup(k->session) : NULL;
+	r->name = xstrdup(k->name);
 	r->cfg = config_ref(cfg);
-	r->src = src;
 	r->started = time(NULL);
+	r->timeout = k->src->timeout;
 	if ((r->buf = sodium_malloc(RENEW_MAX)) == NULL)
 		fatalx("out of memory starting a secret refresh");
-	src->refreshing = 1;
+	k->val.refreshing = 1;
 	TAILQ_INSERT_TAIL(&renew_all, r, entry);
 	r->job = job_new(base, &ch, &renew_cb, r);
-	log_debug("secret %s: renewing in the background (pid %ld)", src->name,
+	log_debug("secret %s: renewing in the background (pid %ld)", k->name,
 	    (long)job_pid(r->job));
 }
 
 /* Start due renewals; stop runs past their timeout or whose pipes outlive them. */
 void
-renew_sweep(struct event_base *base, struct config *cfg)
+renew_sweep(struct event_base *base, struct keyring *kr, struct config *cfg)
 {
 	struct renew *r, *next;
 	time_t now = time(NULL);
-	size_t i, k;
+	size_t i;
 
 	for (r = TAILQ_FIRST(&renew_all); r != NULL; r = next) {
 		next = TAILQ_NEXT(r, entry);
 		if (job_state(r->job) == JOB_RUNNING && r->why == NULL &&
-		    now - r->started > r->src->timeout) {
-			xasprintf(&r->why, "did not finish within %d seconds", r->src->timeout);
+		    now - r->started > r->timeout) {
+			xasprintf(&r->why, "did not finish within %d seconds", r->timeout);
 			job_kill(r->job, SIGKILL);
 		} else if (job_state(r->job) == JOB_DEAD &&
 		    now - job_reaped_at(r->job) > r->cfg->kill_grace + 2 &&
 		    !job_output_pending(r->job))
 			job_close_output(r->job, -1);	/* may finish r */
 	}
-	for (i = 0; i < cfg->nsecrets; i++) {
-		if (secret_due(&cfg->secrets[i]))
-			renew_start(base, cfg, &cfg->secrets[i]);
-	}
-	for (i = 0; i < cfg->nsessions; i++) {
-		for (k = 0; k < cfg->sessions[i].nsecrets; k++) {
-			if (secret_due(&cfg->sessions[i].secrets[k]))
-				renew_start(base, cfg, &cfg->sessions[i].secrets[k]);
-		}
+	for (i = 0; i < keyring_count(kr); i++) {
+		struct key *k = keyring_key(kr, i);
+
+		if (secret_due(k->src, &k->val))
+			renew_start(base, kr, cfg, k);
 	}
 }
 

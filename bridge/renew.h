@@ -7,9 +7,14 @@
 
 struct config;
 struct event_base;
+struct keyring;
 
-/* Start due renewals of cfg's command sources; stop runs past their timeout. */
-void	renew_sweep(struct event_base *, struct config *);
+/*
+ * Start due renewals of the keyring's command sources as cfg's runner; stop runs
+ * past their timeout. A result is stored only if its key is still the one that
+ * was renewed (a reload may have changed or removed the source meanwhile).
+ */
+void	renew_sweep(struct event_base *, struct keyring *, struct config *);
 /* The daemon is stopping: kill, reap and finish every run under way. */
 void	renew_stop_all(void);
 

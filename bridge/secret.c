@@ -146,8 +146,8 @@ secret_parse(json_t *obj, const char *name, const char *where, struct secret_src
 }
 
 /* Keep a failure message for the secret (naming it, never holding its value). */
-static void __attribute__((format(printf, 2, 3)))
-secret_fail(struct secret_src *s, const char *fmt, ...)
+static void __attribute__((format(printf, 3, 4)))
+secret_fail(const struct secret_src *s, struct secret_val *v, const char *fmt, ...)
 {
 	va_list ap;
 	char *msg;
@@ -155,37 +155,38 @@ secret_fail(struct secret_src *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	xvasprintf(&msg, fmt, ap);
 	va_end(ap);
-	free(s->error);
-	xasprintf(&s->error, "secret %s (%s): %s", s->name, secret_type_name(s->type), msg);
+	free(v->error);
+	xasprintf(&v->error, "secret %s (%s): %s", s->name, secret_type_name(s->type), msg);
 	free(msg);
 }
 
 /* Copy a value into guarded memory, dropping one trailing newline. */
 static int
-secret_set(struct secret_src *s, const unsigned char *v, size_t len)
+secret_set(const struct secret_src *s, struct secret_val *v, const unsigned char *in,
+    size_t len)
 {
-	if (len > 0 && v[len - 1] == '\n')
+	if (len > 0 && in[len - 1] == '\n')
 		len--;
-	if (len > 0 && v[len - 1] == '\r')
+	if (len > 0 && in[len - 1] == '\r')
 		len--;
 	if (len == 0) {
-		secret_fail(s, "the value is empty");
+		secret_fail(s, v, "the value is empty");
 		return -1;
 	}
-	if ((s->value = sodium_malloc(len)) == NULL) {
-		secret_fail(s, "cannot allocate guarded memory");
+	if ((v->value = sodium_malloc(len)) == NULL) {
+		secret_fail(s, v, "cannot allocate guarded memory");
 		return -1;
 	}
-	memcpy(s->value, v, len);
-	sodium_mprotect_readonly(s->value);
-	s->len = len;
-	s->loaded_at = time(NULL);
+	memcpy(v->value, in, len);
+	sodium_mprotect_readonly(v->value);
+	v->len = len;
+	v->loaded_at = time(NULL);
 	return 0;
 }
 
 /* Read a root-owned, owner-only file into guarded memory. */
 static int
-secret_read_file(struct secret_src *s, const char *path)
+secret_read_file(const struct secret_src *s, struct secret_val *v, const char *path)
 {
 	unsigned char *buf = NULL;
 	struct stat st;
@@ -194,25 +195,25 @@ secret_read_file(struct secret_src *s, const char *path)
 	int fd, rc = -1;
 
 	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) < 0) {
-		secret_fail(s, "cannot open %s: %s", path, strerror(errno));
+		secret_fail(s, v, "cannot open %s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		secret_fail(s, "%s is not a regular file", path);
+		secret_fail(s, v, "%s is not a regular file", path);
 		goto out;
 	}
 	if (st.st_uid != 0 || (st.st_mode & 077) != 0) {
-		secret_fail(s, "%s must be owned by root with mode 0600 or stricter "
+		secret_fail(s, v, "%s must be owned by root with mode 0600 or stricter "
 		    "(owner uid %u, mode %04o)", path, (unsigned)st.st_uid,
 		    (unsigned)(st.st_mode & 07777));
 		goto out;
 	}
 	if (st.st_size > SECRET_MAX_BYTES) {
-		secret_fail(s, "%s is larger than %d bytes", path, SECRET_MAX_BYTES);
+		secret_fail(s, v, "%s is larger than %d bytes", path, SECRET_MAX_BYTES);
 		goto out;
 	}
 	if ((buf = sodium_malloc((size_t)st.st_size + 1)) == NULL) {
-		secret_fail(s, "cannot allocate guarded memory");
+		secret_fail(s, v, "cannot allocate guarded memory");
 		goto out;
 	}
 	while (off < (size_t)st.st_size) {
@@ -223,7 +224,7 @@ secret_read_file(struct secret_src *s, const char *path)
 			break;
 		off += (size_t)n;
 	}
-	rc = secret_set(s, buf, off);
+	rc = secret_set(s, v, buf, off);
 out:
 	if (buf != NULL)
 		sodium_free(buf);
@@ -265,49 +266,49 @@ secret_command_spawn(const struct secret_src *s, const struct config *c, struct 
  * is still within its ttl is kept on failure: an expiring token beats none.
  */
 void
-secret_command_done(struct secret_src *s, const unsigned char *buf, size_t len, int status,
-    const char *why)
+secret_command_done(const struct secret_src *s, struct secret_val *v,
+    const unsigned char *buf, size_t len, int status, const char *why)
 {
 	time_t now = time(NULL);
-	unsigned char *old = s->value;
-	time_t old_at = s->loaded_at;
-	size_t old_len = s->len;
+	unsigned char *old = v->value;
+	time_t old_at = v->loaded_at;
+	size_t old_len = v->len;
 
-	free(s->error);
-	s->error = NULL;
+	free(v->error);
+	v->error = NULL;
 	if (why == NULL && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		s->value = NULL;
-		if (secret_set(s, buf, len) == 0) {
+		v->value = NULL;
+		if (secret_set(s, v, buf, len) == 0) {
 			/*
 			 * The replaced value may still be valid upstream, and requests started
 			 * with it may still be running: keep masking it in audit lines.
 			 */
-			if (s->prev != NULL)
-				sodium_free(s->prev);
-			s->prev = old;
-			s->prev_len = old_len;
-			s->retry_at = 0;
+			if (v->prev != NULL)
+				sodium_free(v->prev);
+			v->prev = old;
+			v->prev_len = old_len;
+			v->retry_at = 0;
 			return;
 		}
-		s->value = old;	/* secret_set recorded why */
-		s->len = old_len;
-		s->loaded_at = old_at;
+		v->value = old;	/* secret_set recorded why */
+		v->len = old_len;
+		v->loaded_at = old_at;
 	} else if (why != NULL)
-		secret_fail(s, "%s %s", s->argv[0], why);
+		secret_fail(s, v, "%s %s", s->argv[0], why);
 	else
-		secret_fail(s, "%s failed (status %d)", s->argv[0], WIFEXITED(status) ?
+		secret_fail(s, v, "%s failed (status %d)", s->argv[0], WIFEXITED(status) ?
 		    WEXITSTATUS(status) : 128 + WTERMSIG(status));
-	s->retry_at = now + (s->ttl < 30 ? s->ttl : 30);
-	if (s->value != NULL && now - s->loaded_at >= s->ttl) {
-		sodium_free(s->value);
-		s->value = NULL;
-		s->len = 0;
+	v->retry_at = now + (s->ttl < 30 ? s->ttl : 30);
+	if (v->value != NULL && now - v->loaded_at >= s->ttl) {
+		sodium_free(v->value);
+		v->value = NULL;
+		v->len = 0;
 	}
 }
 
 /* Run a command source to completion (config loading, admin-driven): bounded by its timeout. */
 static void
-secret_run(struct secret_src *s, const struct config *c)
+secret_run(const struct secret_src *s, struct secret_val *v, const struct config *c)
 {
 	struct child ch;
 	struct pollfd pfd;
@@ -320,7 +321,7 @@ secret_run(struct secret_src *s, const struct config *c)
 
 	err[0] = '\0';
 	if (secret_command_spawn(s, c, &ch, &cause) != 0) {
-		secret_fail(s, "%s", cause);
+		secret_fail(s, v, "%s", cause);
 		free(cause);
 		return;
 	}
@@ -376,7 +377,7 @@ reap:
 		xasprintf(&why, "failed (status %d)%s%.200s", WIFEXITED(status) ?
 		    WEXITSTATUS(status) : 128 + WTERMSIG(status), err[0] ? ": " : "", err);
 	}
-	secret_command_done(s, buf, off, status, why);
+	secret_command_done(s, v, buf, off, status, why);
 	free(why);
 	if (buf != NULL)
 		sodium_free(buf);
@@ -384,115 +385,122 @@ reap:
 
 /* Load (or reload) a value. Store and command sources are handled by their modules. */
 void
-secret_load(struct secret_src *s, const struct config *c)
+secret_load(const struct secret_src *s, struct secret_val *v, const struct config *c,
+    const struct store *st, const char *store_error)
 {
-	const char *v, *dir;
+	const char *ev, *dir;
 	char *path;
 
-	if (s->value != NULL) {
-		sodium_free(s->value);
-		s->value = NULL;
-		s->len = 0;
+	if (v->value != NULL) {
+		sodium_free(v->value);
+		v->value = NULL;
+		v->len = 0;
 	}
-	free(s->error);
-	s->error = NULL;
+	free(v->error);
+	v->error = NULL;
 	switch (s->type) {
 	case SECRET_FILE:
-		secret_read_file(s, s->arg);
+		secret_read_file(s, v, s->arg);
 		break;
 	case SECRET_ENV:
-		if ((v = getenv(s->arg)) == NULL) {
-			secret_fail(s, "variable %s is not set in the daemon's environment", s->arg);
+		if ((ev = getenv(s->arg)) == NULL) {
+			secret_fail(s, v, "variable %s is not set in the daemon's environment", s->arg);
 			break;
 		}
-		if (strlen(v) > SECRET_MAX_BYTES) {
-			secret_fail(s, "variable %s is too long", s->arg);
+		if (strlen(ev) > SECRET_MAX_BYTES) {
+			secret_fail(s, v, "variable %s is too long", s->arg);
 			break;
 		}
-		secret_set(s, (const unsigned char *)v, strlen(v));
+		secret_set(s, v, (const unsigned char *)ev, strlen(ev));
 		break;
 	case SECRET_SYSTEMD:
 		if ((dir = getenv("CREDENTIALS_DIRECTORY")) == NULL || dir[0] != '/') {
-			secret_fail(s, "CREDENTIALS_DIRECTORY is not set: add LoadCredential=%s:... "
+			secret_fail(s, v, "CREDENTIALS_DIRECTORY is not set: add LoadCredential=%s:... "
 			    "to the service", s->arg);
 			break;
 		}
 		xasprintf(&path, "%s/%s", dir, s->arg);
-		secret_read_file(s, path);
+		secret_read_file(s, v, path);
 		free(path);
 		break;
 	case SECRET_STORE:
-		if (c == NULL || c->store == NULL) {
-			secret_fail(s, "%s", c != NULL && c->store_error != NULL ?
-			    c->store_error : "the secret store is not open");
+		if (st == NULL) {
+			secret_fail(s, v, "%s", store_error != NULL ? store_error :
+			    "the secret store is not open");
 			break;
 		}
 		{
 			unsigned char *val;
 			size_t len;
 
-			if (store_get(c->store, s->arg, &val, &len) != 0) {
-				secret_fail(s, "no entry %s in the store (add it with `shimbridge "
+			if (store_get(st, s->arg, &val, &len) != 0) {
+				secret_fail(s, v, "no entry %s in the store (add it with `shimbridge "
 				    "secret set %s`)", s->arg, s->arg);
 				break;
 			}
-			secret_set(s, val, len);
+			secret_set(s, v, val, len);
 			sodium_free(val);
 		}
 		break;
 	case SECRET_COMMAND:
-		secret_run(s, c);
+		secret_run(s, v, c);
 		break;
 	}
 }
 
 /* Whether a command source should run again in the background (see secret.h). */
 int
-secret_due(const struct secret_src *s)
+secret_due(const struct secret_src *s, const struct secret_val *v)
 {
 	time_t now = time(NULL);
 
-	if (s->type != SECRET_COMMAND || s->refreshing)
+	if (s->type != SECRET_COMMAND || v->refreshing)
 		return 0;
-	if (now < s->retry_at)
+	if (now < v->retry_at)
 		return 0;
 	/* Refresh ahead of expiry (by a fifth, at least 1 s), so requests never wait. */
-	return s->value == NULL || now - s->loaded_at >= s->ttl - (s->ttl >= 10 ? s->ttl / 5 : 1);
+	return v->value == NULL || now - v->loaded_at >= s->ttl - (s->ttl >= 10 ? s->ttl / 5 : 1);
 }
 
 /* Whether the value may be used now: loaded, and for commands not past its ttl. */
 int
-secret_usable(const struct secret_src *s)
+secret_usable(const struct secret_src *s, const struct secret_val *v)
 {
-	if (s->value == NULL)
+	if (v->value == NULL)
 		return 0;
-	return s->type != SECRET_COMMAND || time(NULL) - s->loaded_at < s->ttl;
+	return s->type != SECRET_COMMAND || time(NULL) - v->loaded_at < s->ttl;
 }
 
-/* Release everything, wiping the value. */
+/* Release a definition. */
 void
 secret_clear(struct secret_src *s)
 {
 	size_t i;
 
-	if (s->value != NULL)
-		sodium_free(s->value);
-	if (s->prev != NULL)
-		sodium_free(s->prev);
 	for (i = 0; i < s->nargv; i++)
 		free(s->argv[i]);
 	free(s->argv);
 	free(s->name);
 	free(s->arg);
-	free(s->error);
 	memset(s, 0, sizeof *s);
 }
 
-/* The session's override of a secret, else the host's definition. */
-struct secret_src *
-secret_resolve(const struct config *c, const void *session, const char *name)
+/* Wipe and release a value and its state. */
+void
+secret_val_clear(struct secret_val *v)
 {
-	const struct session *s = session;
+	if (v->value != NULL)
+		sodium_free(v->value);
+	if (v->prev != NULL)
+		sodium_free(v->prev);
+	free(v->error);
+	memset(v, 0, sizeof *v);
+}
+
+/* The session's override of a secret, else the host's definition. */
+const struct secret_src *
+secret_resolve(const struct config *c, const struct session *s, const char *name)
+{
 	size_t i;
 
 	if (s != NULL) {

@@ -19,6 +19,7 @@ enum secret_type {
 	SECRET_STORE,		/* entry of the encrypted store */
 };
 
+/* A source as configured: part of the config, never changed after load. */
 struct secret_src {
 	char		 *name;
 	enum secret_type  type;
@@ -27,9 +28,13 @@ struct secret_src {
 	size_t		  nargv;
 	int		  ttl;		/* seconds (SECRET_COMMAND) */
 	int		  timeout;	/* seconds (SECRET_COMMAND) */
-	unsigned char	 *value;	/* sodium_malloc'd, or NULL */
+};
+
+/* A loaded value and its renewal state: runtime state, owned by a keyring. */
+struct secret_val {
+	unsigned char	 *value;	/* sodium_malloc'd, read-only, or NULL */
 	size_t		  len;
-	char		 *error;	/* why value is NULL */
+	char		 *error;	/* why value is NULL (or why the last renewal failed) */
 	time_t		  loaded_at;
 	time_t		  retry_at;	/* after a failed command: no new run before this */
 	int		  refreshing;	/* a background run is under way */
@@ -37,33 +42,43 @@ struct secret_src {
 	size_t		  prev_len;
 };
 
+struct child;
 struct config;
+struct session;
+struct store;
 
 /* Parse a source object {"source": ..., ...}; where is the config location for errors. */
 int	secret_parse(json_t *, const char *name, const char *where, struct secret_src *,
 	    char **cause);
-/* Load (or reload) the value of a source; failures are kept in src->error. */
-void	secret_load(struct secret_src *, const struct config *);
+/*
+ * Load (or reload) the value of a source into v; failures are kept in v->error.
+ * store is the open secret store or NULL (then store_error says why); cfg gives
+ * the runner for command sources.
+ */
+void	secret_load(const struct secret_src *, struct secret_val *, const struct config *,
+	    const struct store *, const char *store_error);
 /*
  * Whether a command source should be run again in the background: a fifth of its
  * ttl (at least 1 s) before it expires, so requests find a fresh value and never
  * wait for a command; or failed and past its back-off of min(ttl, 30 s). Never while
  * a run is under way.
  */
-int	secret_due(const struct secret_src *);
+int	secret_due(const struct secret_src *, const struct secret_val *);
 /* Whether the value may be used now: loaded and, for command sources, within its ttl. */
-int	secret_usable(const struct secret_src *);
-struct child;
+int	secret_usable(const struct secret_src *, const struct secret_val *);
 /* Start a command source's program as the runner (stdin closed); see secret_command_done. */
 int	secret_command_spawn(const struct secret_src *, const struct config *, struct child *,
 	    char **cause);
 /* Take a finished run's output (status 0) as the value, or record why it failed (why). */
-void	secret_command_done(struct secret_src *, const unsigned char *buf, size_t len,
-	    int status, const char *why);
-/* Release the value and everything else. */
+void	secret_command_done(const struct secret_src *, struct secret_val *,
+	    const unsigned char *buf, size_t len, int status, const char *why);
+/* Release a definition. */
 void	secret_clear(struct secret_src *);
-/* The source that applies to a session: its override, else the host's. NULL if none. */
-struct secret_src *secret_resolve(const struct config *, const void *session, const char *name);
+/* Wipe and release a value and its state. */
+void	secret_val_clear(struct secret_val *);
+/* The definition that applies to a session: its override, else the host's. NULL if none. */
+const struct secret_src *secret_resolve(const struct config *, const struct session *,
+	    const char *name);
 /* Name of a type, for status and errors. */
 const char *secret_type_name(enum secret_type);
 

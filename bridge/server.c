@@ -27,7 +27,9 @@
 #include "audit.h"
 #include "config.h"
 #include "conn.h"
+#include "hygiene.h"
 #include "job.h"
+#include "keyring.h"
 #include "log.h"
 #include "platform.h"
 #include "proto.h"
@@ -116,7 +118,7 @@ server_sweep(evutil_socket_t fd, short what, void *arg)
 	}
 	if (waiting)
 		server_kill_orphans(srv);
-	renew_sweep(srv->base, srv->cfg);
+	renew_sweep(srv->base, srv->keyring, srv->cfg);
 }
 
 /* Refuse a connection before a conn exists: audit it, best-effort error frame, close. */
@@ -135,7 +137,7 @@ server_refuse(struct server *srv, int fd, uid_t uid, pid_t pid, const struct ses
 	json_object_set_new(a, "pid", json_integer(pid));
 	json_object_set_new(a, "code", json_string(code));
 	json_object_set_new(a, "reason", json_string(reason));
-	audit_write(a, srv->cfg->redact);
+	audit_write(a, keyring_redactor(srv->keyring));
 	srv->n_refused++;
 	json_object_set_new(o, "code", json_string(code));
 	json_object_set_new(o, "message", json_string(message));
@@ -243,17 +245,18 @@ static void
 server_reload(struct server *srv)
 {
 	struct config *nc;
-	char *cause = NULL;
+	char *cause = NULL, **warn = NULL;
 	json_t *a = json_object();
+	size_t nwarn = 0, i;
 
 	platform_notify("RELOADING=1");
-	nc = config_load(srv->config_path, 0, &cause);
+	nc = config_load(srv->config_path, 1, &cause);
 	json_object_set_new(a, "event", json_string("reload"));
 	if (nc == NULL) {
 		log_warnx("reload failed, keeping the running config: %s", cause);
 		json_object_set_new(a, "ok", json_false());
 		json_object_set_new(a, "reason", json_string(cause));
-		audit_write(a, srv->cfg->redact);
+		audit_write(a, keyring_redactor(srv->keyring));
 		free(cause);
 		platform_notify("READY=1");
 		return;
@@ -264,11 +267,18 @@ server_reload(struct server *srv)
 		log_warnx("%s; audit stays on the old file", cause);
 		free(cause);
 	}
+	/* Every source is read again; a replaced value stays masked (keyring.h). */
+	keyring_load(srv->keyring, nc, &warn, &nwarn);
+	for (i = 0; i < nwarn; i++) {
+		log_warnx("%s", warn[i]);
+		free(warn[i]);
+	}
+	free(warn);
 	config_unref(srv->cfg);
 	srv->cfg = nc;
 	json_object_set_new(a, "ok", json_true());
 	json_object_set_new(a, "config_version", json_string(nc->version));
-	audit_write(a, nc->redact);
+	audit_write(a, keyring_redactor(srv->keyring));
 	log_info("configuration reloaded (version %s, %zu sessions)", nc->version,
 	    nc->nsessions);
 	platform_notify("READY=1");
@@ -293,6 +303,61 @@ server_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(srv->base);
 }
 
+/*
+ * The socket's directory (not socket-activated): created 0755 when missing, as
+ * when the daemon is started by hand; it must be a directory (not a symbolic
+ * link), owned by root and writable by nobody else, or nobody could trust the
+ * socket in it.
+ */
+static int
+server_socket_dir(const char *dir, char **cause)
+{
+	struct stat st;
+
+	if (lstat(dir, &st) != 0) {
+		if (errno != ENOENT) {
+			xasprintf(cause, "cannot inspect the socket directory %s: %s", dir,
+			    strerror(errno));
+			return -1;
+		}
+		/* chmod: the umask (0077 under systemd) must not lock the sessions out. */
+		if ((mkdir(dir, 0755) != 0 && errno != EEXIST) || lstat(dir, &st) != 0 ||
+		    (S_ISDIR(st.st_mode) && st.st_uid == 0 && chmod(dir, 0755) != 0)) {
+			xasprintf(cause, "cannot create the socket directory %s: %s (its parent "
+			    "must exist)", dir, strerror(errno));
+			return -1;
+		}
+		log_info("created the socket directory %s (root, 0755)", dir);
+		if (lstat(dir, &st) != 0) {
+			xasprintf(cause, "cannot inspect the socket directory %s: %s", dir,
+			    strerror(errno));
+			return -1;
+		}
+	}
+	if (S_ISLNK(st.st_mode)) {
+		xasprintf(cause, "the socket directory %s is a symbolic link; refusing to "
+		    "follow it (give the real directory in socket.path)", dir);
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		xasprintf(cause, "the socket directory %s is not a directory", dir);
+		return -1;
+	}
+	if (st.st_uid != 0) {
+		xasprintf(cause, "the socket directory %s is owned by uid %u, not root: "
+		    "refusing to put the socket where someone else could replace it",
+		    dir, (unsigned)st.st_uid);
+		return -1;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		xasprintf(cause, "the socket directory %s is writable by group or others "
+		    "(mode %04o): it must be writable by root only", dir,
+		    (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
 /* Create, bind and listen on the configured pathname socket. */
 static int
 server_bind(struct server *srv, char **cause)
@@ -314,10 +379,7 @@ server_bind(struct server *srv, char **cause)
 	dir = xstrdup(cfg->socket_path);
 	slash = strrchr(dir, '/');
 	*slash = '\0';
-	if (stat(*dir ? dir : "/", &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
-	    (st.st_mode & (S_IWGRP | S_IWOTH))) {
-		xasprintf(cause, "the socket directory %s must exist, be owned by root and "
-		    "writable by nobody else", dir);
+	if (server_socket_dir(*dir ? dir : "/", cause) != 0) {
 		free(dir);
 		return -1;
 	}
@@ -358,27 +420,6 @@ server_bind(struct server *srv, char **cause)
 	return fd;
 }
 
-/* Make a root-owned directory with mode, creating it when missing. */
-static int
-server_mkdir(const char *path, mode_t mode, char **cause)
-{
-	struct stat st;
-
-	if (mkdir(path, mode) != 0 && errno != EEXIST) {
-		xasprintf(cause, "cannot create %s: %s", path, strerror(errno));
-		return -1;
-	}
-	if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) {
-		xasprintf(cause, "%s must be a root-owned directory", path);
-		return -1;
-	}
-	if (chmod(path, mode) != 0) {
-		xasprintf(cause, "chmod %s: %s", path, strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
 /* Remove scratch directories a killed daemon left behind. */
 static void
 server_clean_scratch(const char *dir)
@@ -402,9 +443,11 @@ server_clean_scratch(const char *dir)
 
 /* Run the daemon until asked to stop. */
 int
-server_run(struct config *cfg, const char *config_path, char **cause)
+server_run(struct config *cfg, struct keyring *kr, const char *config_path, char **cause)
 {
 	static const int sigs[] = { SIGCHLD, SIGHUP, SIGTERM, SIGINT };
+	_Static_assert(sizeof sigs / sizeof sigs[0] == sizeof ((struct server *)0)->ev_sig /
+	    sizeof ((struct server *)0)->ev_sig[0], "one event per signal");
 	struct server srv;
 	struct timeval sec = { 1, 0 };
 	struct conn *c;
@@ -413,6 +456,7 @@ server_run(struct config *cfg, const char *config_path, char **cause)
 	memset(&srv, 0, sizeof srv);
 	TAILQ_INIT(&srv.conns);
 	srv.cfg = cfg;
+	srv.keyring = kr;
 	srv.config_path = config_path;
 	srv.started = time(NULL);
 	signal(SIGPIPE, SIG_IGN);
@@ -420,7 +464,7 @@ server_run(struct config *cfg, const char *config_path, char **cause)
 		log_warnx("cannot make the daemon non-dumpable: %s", strerror(errno));
 	if (platform_subreaper() != 0)
 		log_warnx("cannot become a subreaper: %s", strerror(errno));
-	if (server_mkdir(cfg->state_dir, 0755, cause) != 0)
+	if (hygiene_mkdir_root(cfg->state_dir, 0755, 1, cause) != 0)
 		return -1;
 	/* A killed daemon's children may linger: the runner owns nothing else now. */
 	if ((n = platform_kill_uid(cfg->runner_uid)) > 0)
@@ -429,10 +473,10 @@ server_run(struct config *cfg, const char *config_path, char **cause)
 	xasprintf(&srv.scratch_dir, "%s/run", cfg->state_dir);
 	xasprintf(&srv.mirror_dir, "%s/mirrors", cfg->state_dir);
 	/* run/: traversable, not listable; every call gets an unguessable 0700 dir. */
-	if (server_mkdir(srv.scratch_dir, 0711, cause) != 0)
+	if (hygiene_mkdir_root(srv.scratch_dir, 0711, 1, cause) != 0)
 		goto out;
 	server_clean_scratch(srv.scratch_dir);
-	if (server_mkdir(srv.mirror_dir, 0711, cause) != 0)
+	if (hygiene_mkdir_root(srv.mirror_dir, 0711, 1, cause) != 0)
 		goto out;
 	if (audit_open(cfg->audit_path, cause) != 0)
 		goto out;
@@ -451,7 +495,13 @@ server_run(struct config *cfg, const char *config_path, char **cause)
 		fds[0] = fd;
 		n = 1;
 	}
-	for (i = 0; i < n && i < SERVER_MAX_LISTENERS; i++) {
+	if (n > SERVER_MAX_LISTENERS) {
+		/* Never serve some of them silently: refuse the whole set. */
+		xasprintf(cause, "the service manager passed %d sockets; at most %d are "
+		    "supported", n, SERVER_MAX_LISTENERS);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
 		evutil_make_socket_nonblocking(fds[i]);
 		evutil_make_socket_closeonexec(fds[i]);
 		srv.lev[i] = evconnlistener_new(srv.base, server_accept, &srv,

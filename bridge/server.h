@@ -1,7 +1,7 @@
 /*
  * The daemon's event loop: listeners, signals, the SIGCHLD reaper, the sweep,
  * reload. struct server is shared with conn.c and the op handlers (counters,
- * directories, the list of peers); only server.c changes its lists.
+ * directories, the keyring, the list of peers; conn.c adds and removes itself).
  */
 #ifndef SHIMBRIDGE_SERVER_H
 #define SHIMBRIDGE_SERVER_H
@@ -16,6 +16,7 @@ struct conn;
 struct event;
 struct event_base;
 struct evconnlistener;
+struct keyring;
 struct session;
 
 #define SERVER_MAX_LISTENERS	16
@@ -26,6 +27,7 @@ TAILQ_HEAD(conn_list, conn);
 struct server {
 	struct event_base	*base;
 	struct config		*cfg;		/* the running config (swapped on reload) */
+	struct keyring		*keyring;	/* secret values, synced to cfg */
 	const char		*config_path;
 	struct evconnlistener	*lev[SERVER_MAX_LISTENERS];
 	int			 nlev;
@@ -44,8 +46,11 @@ struct server {
 	uint64_t		 n_accepted, n_refused, n_allowed, n_denied, n_completed, n_errors;
 };
 
-/* Set up listeners (own socket or service-manager fds) and run until SIGTERM/SIGINT. */
-int	server_run(struct config *, const char *config_path, char **cause);
+/*
+ * Set up listeners (own socket or service-manager fds) and run until SIGTERM/SIGINT.
+ * The keyring was loaded for cfg by the caller; reloads keep it in sync.
+ */
+int	server_run(struct config *, struct keyring *, const char *config_path, char **cause);
 /* Requests of a session in flight (its conns in CONN_RUNNING). */
 int	server_session_running(const struct server *, const struct session *);
 

@@ -18,6 +18,7 @@
 #include <sodium.h>
 
 #include "platform.h"
+#include "hygiene.h"
 #include "spawn.h"
 #include "util.h"
 
@@ -140,20 +141,11 @@ spawn_child_fail(int fd, const char *what)
 	_exit(127);
 }
 
-/* Close every descriptor from lowfd up. */
+/* Close every descriptor from lowfd up (the one copy in common/). */
 static void
 spawn_closefrom(int lowfd)
 {
-#if defined(__linux__) && defined(SYS_close_range)
-	if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
-		return;
-#endif
-	long max = sysconf(_SC_OPEN_MAX), fd;
-
-	if (max < 0 || max > 1048576)
-		max = 1048576;
-	for (fd = lowfd; fd < max; fd++)
-		(void)close((int)fd);
+	hygiene_closefrom(lowfd);
 }
 
 /* Set a limit to want, or to the hard limit if that is lower (no CAP_SYS_RESOURCE). */
@@ -179,7 +171,7 @@ spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status, p
 {
 	struct sigaction sa;
 	sigset_t set;
-	gid_t groups[1];
+	const char *step;
 	int sig;
 
 	/* Default dispositions: an ignored SIGPIPE would otherwise survive exec. */
@@ -229,21 +221,8 @@ spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status, p
 		spawn_child_fail(status, "chdir");
 
 	/* Drop privileges, groups first, and verify that they cannot come back. */
-	if (setgroups(0, NULL) != 0)
-		spawn_child_fail(status, "setgroups");
-	if (setresgid(r->gid, r->gid, r->gid) != 0)
-		spawn_child_fail(status, "setresgid");
-	if (setresuid(r->uid, r->uid, r->uid) != 0)
-		spawn_child_fail(status, "setresuid");
-	if (getuid() != r->uid || geteuid() != r->uid || getgid() != r->gid ||
-	    getegid() != r->gid || getgroups(1, groups) != 0) {
-		errno = EPERM;
-		spawn_child_fail(status, "privilege drop verification");
-	}
-	if (r->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
-		errno = EPERM;
-		spawn_child_fail(status, "privileges could be regained");
-	}
+	if ((step = hygiene_drop_privileges(r->uid, r->gid, NULL)) != NULL)
+		spawn_child_fail(status, step);
 	if (platform_no_new_privs() != 0)
 		spawn_child_fail(status, "no_new_privs");
 	if (platform_die_with_parent(parent) != 0)

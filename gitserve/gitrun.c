@@ -22,6 +22,7 @@
 
 #include "util.h"
 #include "gitserve.h"
+#include "hygiene.h"
 
 /* Quote s for /bin/sh. */
 char *
@@ -104,17 +105,7 @@ gitrun_pipe(int p[2])
 static void
 gitrun_closefrom(void)
 {
-	long	max, fd;
-
-#if defined(__linux__) && defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
-	if (close_range(3, ~0U, 0) == 0)
-		return;
-#endif
-	max = sysconf(_SC_OPEN_MAX);
-	if (max < 0 || max > 65536)
-		max = 65536;
-	for (fd = 3; fd < max; fd++)
-		(void)close(fd);
+	hygiene_closefrom(3);
 }
 
 /* Build git's argv: binary, hardening -c options, then args. */

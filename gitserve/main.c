@@ -15,6 +15,7 @@
 
 #include "util.h"
 #include "gitserve.h"
+#include "hygiene.h"
 
 /* Print the usage text to f. */
 static void
@@ -50,14 +51,8 @@ usage(FILE *f)
 static void
 sanitise_stdfd(void)
 {
-	int	fd;
-
-	for (fd = 0; fd < 3; fd++) {
-		if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
-			continue;
-		if (open("/dev/null", O_RDWR) != fd)
-			_exit(GS_EXIT_FATAL);
-	}
+	if (hygiene_stdio() != 0)
+		_exit(GS_EXIT_FATAL);
 }
 
 /* Serve upload-pack or receive-pack from the refreshed mirror. */

@@ -145,6 +145,9 @@ fuzz_git(json_t *req)
 		abort();
 	if ((h = config_git_host(cfg, g.host)) == NULL)
 		abort();
+	/* The secret the caller looks up in the keyring is the host's. */
+	if (g.secret_name == NULL || strcmp(g.secret_name, h->secret) != 0)
+		abort();
 	if (asprintf(&repo, "%s/%s", g.owner, g.name) < 0)
 		abort();
 	if (!config_session_has_repo(s, repo))

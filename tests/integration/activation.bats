@@ -103,3 +103,39 @@ PYEOF
 	[ "$rc" -eq 2 ]
 	grep -q "abstract or unnamed socket; only pathname sockets are accepted" "$out"
 }
+
+@test "started by hand: the daemon creates its missing socket directory (root, 0755); refuses one owned by another user or a symlink" {
+	local rt=$SB_DIR/rt cfg=$SB_DIR/etc/rt.json
+	rm -rf "$rt"
+	sed "s|\"$SB_SOCK\"|\"$rt/bridge.sock\"|" "$SB_CONFIG" >"$cfg"
+	chmod 600 "$cfg"
+	grep -qF "\"$rt/bridge.sock\"" "$cfg"
+	# As under systemd's UMask=0077: the directory still ends up 0755.
+	umask 077
+	"$SB_BUILD/shimbridged" -c "$cfg" >>"$SB_DIR/log/rt.log" 2>&1 &
+	ACT_PID=$!
+	sb_wait_for 5 test -S "$rt/bridge.sock"
+	[ "$(stat -c '%u %a %F' "$rt")" = "0 755 directory" ]
+	run as_t 30 sbt-alice env SHIMBRIDGE_SOCKET="$rt/bridge.sock" echo started by hand
+	[ "$status" -eq 0 ]
+	[ "$output" = "started by hand" ]
+	kill -TERM "$ACT_PID"
+	wait "$ACT_PID" || true
+	ACT_PID=
+	# A directory someone else owns: refused, no socket made in it.
+	rm -rf "$rt"
+	mkdir -m 755 "$rt"
+	chown sbt-alice "$rt"
+	run timeout 10 "$SB_BUILD/shimbridged" -c "$cfg"
+	[ "$status" -ne 0 ]
+	[[ $output == *"socket directory $rt is owned by uid $(id -u sbt-alice), not root"* ]]
+	[ ! -e "$rt/bridge.sock" ]
+	# A symbolic link, even to a good directory: refused.
+	rm -rf "$rt"
+	ln -s "$SB_DIR/run" "$rt"
+	run timeout 10 "$SB_BUILD/shimbridged" -c "$cfg"
+	[ "$status" -ne 0 ]
+	[[ $output == *"socket directory $rt is a symbolic link"* ]]
+	[ ! -e "$SB_DIR/run/bridge.sock" ]
+	rm -f "$rt" "$cfg"
+}

@@ -381,6 +381,22 @@ cmd_n() {
 	run ! grep -aqF "$S_FILE" "$T/out"
 }
 
+@test "redaction: every redactor knows every session's secrets (bob's value in alice's output is masked)" {
+	# A tool of alice's session that gets hold of bob's token (here simply given
+	# it; in real life read from a child of bob's under the same runner) prints it:
+	# masked, although alice's request never holds bob's secret.
+	psrun sbt-alice plain "x${S_BOB}y"
+	[ "$PSRC" -eq 0 ]
+	[ "$(cat "$T/out")" = "x[REDACTED]y" ]
+	run ! grep -aqF "$S_BOB" "$T/out"
+	# and alice's value printed by a tool of bob's (one that holds no secret)
+	psrun sbt-bob plain "x${S_FILE}y" "${S_ENV}"
+	[ "$PSRC" -eq 0 ]
+	[ "$(cat "$T/out")" = "x[REDACTED]y [REDACTED]" ]
+	# the audit line of alice's request does not carry bob's value either
+	run ! grep -aqF "$S_BOB" "$SB_AUDIT"
+}
+
 @test "redaction: JSON with non-ASCII characters as \\uXXXX escapes (Python's json.dumps default)" {
 	psrun sbt-alice ps_file --json-ascii PS_SECRET
 	[ "$PSRC" -eq 0 ]

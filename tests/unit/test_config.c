@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "keyring.h"
+#include "redact.h"
 #include "secret.h"
 #include "spawn.h"
 
@@ -224,9 +226,11 @@ test_file_permissions(void **state)
 static void
 test_secret_sources(void **state)
 {
-	char sp[200], sp2[200], text[1024], *cause = NULL;
+	char sp[200], sp2[200], text[1024], *cause = NULL, **warn = NULL, *red;
 	struct config *c;
-	struct secret_src *s;
+	struct keyring *kr;
+	struct key *k;
+	size_t nwarn = 0, i;
 
 	(void)state;
 	snprintf(sp, sizeof sp, "%s/tok", dir);
@@ -244,23 +248,49 @@ test_secret_sources(void **state)
 	c = load(text, &cause);
 	if (c == NULL)
 		fail_msg("%s", cause);
-	s = secret_resolve(c, NULL, "a");
-	assert_non_null(s->value);
-	assert_int_equal(s->len, 9);
-	assert_memory_equal(s->value, "value-123", 9);
-	s = secret_resolve(c, NULL, "b");
-	assert_null(s->value);
-	assert_non_null(strstr(s->error, "0600"));
-	assert_null(strstr(s->error, "loose-value"));
-	s = secret_resolve(c, NULL, "c");
-	assert_memory_equal(s->value, "from-env", 8);
-	s = secret_resolve(c, NULL, "d");
-	assert_null(s->value);
-	assert_non_null(strstr(s->error, "SBTEST_UNSET_VAR"));
+	/* The config holds definitions only; values are in a keyring. */
+	assert_non_null(secret_resolve(c, NULL, "a"));
+	assert_ptr_equal(secret_resolve(c, config_session_by_name(c, "s"), "a"),
+	    &config_session_by_name(c, "s")->secrets[0]);
+	kr = keyring_new();
+	keyring_load(kr, c, &warn, &nwarn);
+	k = keyring_get(kr, NULL, "a");
+	assert_non_null(k->val.value);
+	assert_int_equal(k->val.len, 9);
+	assert_memory_equal(k->val.value, "value-123", 9);
+	k = keyring_get(kr, NULL, "b");
+	assert_null(k->val.value);
+	assert_non_null(strstr(k->val.error, "0600"));
+	assert_null(strstr(k->val.error, "loose-value"));
+	k = keyring_get(kr, NULL, "c");
+	assert_memory_equal(k->val.value, "from-env", 8);
+	k = keyring_get(kr, NULL, "d");
+	assert_null(k->val.value);
+	assert_non_null(strstr(k->val.error, "SBTEST_UNSET_VAR"));
 	/* The session's override wins over the host's definition. */
-	s = secret_resolve(c, config_session_by_name(c, "s"), "a");
-	assert_memory_equal(s->value, "from-env", 8);
-	assert_null(secret_resolve(c, NULL, "zzz"));
+	k = keyring_get(kr, config_session_by_name(c, "s"), "a");
+	assert_memory_equal(k->val.value, "from-env", 8);
+	assert_string_equal(k->session, "s");
+	assert_null(keyring_get(kr, NULL, "zzz"));
+	assert_int_equal(nwarn, 2);		/* b and d */
+	/* Values are masked by the keyring's one redactor. */
+	red = redact_string(keyring_redactor(kr), "x value-123 from-env y");
+	assert_string_equal(red, "x " REDACT_MASK " " REDACT_MASK " y");
+	free(red);
+	/* A reload reads file sources again; the replaced value stays masked. */
+	put(sp, "value-456", 0600);
+	keyring_load(kr, c, &warn, &nwarn);
+	k = keyring_get(kr, NULL, "a");
+	assert_memory_equal(k->val.value, "value-456", 9);
+	assert_memory_equal(k->val.prev, "value-123", 9);
+	red = redact_string(keyring_redactor(kr), "value-123 value-456");
+	assert_string_equal(red, REDACT_MASK " " REDACT_MASK);
+	free(red);
+	keyring_free(kr);
+	for (i = 0; i < nwarn; i++)
+		free(warn[i]);
+	free(warn);
+	/* The trial load of config_load reports the same failures as warnings. */
 	assert_true(c->nwarnings >= 2);
 	config_unref(c);
 	expect_error("{\"runner\": \"daemon\", \"secrets\": {\"a\": {\"source\": \"file\", "

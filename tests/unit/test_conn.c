@@ -30,11 +30,13 @@
 #include "config.h"
 #include "conn.h"
 #include "job.h"
+#include "keyring.h"
 #include "proto.h"
 #include "server.h"
 #include "spawn.h"
 
 #define SECRET_VALUE	"s3cr3t-value-for-test_conn"
+#define BOB_VALUE	"bobs-own-value-of-tok-4343"
 
 static char dir[64];
 static struct server srv;
@@ -71,7 +73,8 @@ put(const char *p, const char *text, mode_t mode)
 static int
 setup(void **state)
 {
-	char path[128], sd[128], *cause = NULL;
+	char path[128], sd[128], *cause = NULL, **warn = NULL;
+	size_t nwarn = 0;
 
 	(void)state;
 	strcpy(dir, "/tmp/sbconn.XXXXXX");
@@ -81,18 +84,25 @@ setup(void **state)
 	mkdir(sd, 0700);
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	setenv("TEST_CONN_SECRET", SECRET_VALUE, 1);
+	setenv("TEST_CONN_BOB", BOB_VALUE, 1);
 	put(path, "{\"runner\": \"daemon\", \"secrets\": {\"tok\": {\"source\": \"env\", "
 	    "\"variable\": \"TEST_CONN_SECRET\"}}, \"tools\": {\"sh\": {\"path\": \"/bin/sh\", "
 	    "\"secrets\": {\"TOK\": \"tok\"}, \"timeout\": 2, \"output_limit\": 100000, "
 	    "\"rules\": [{\"allow\": [\"-c\", \"**\"]}]}, \"true\": {\"path\": \"/bin/true\", "
 	    "\"rules\": [{\"allow\": [\"**\"]}]}}, \"sessions\": [{\"name\": \"alice\", "
-	    "\"uid\": 4242, \"tools\": [\"sh\"]}]}", 0600);
+	    "\"uid\": 4242, \"tools\": [\"sh\"]}, {\"name\": \"bob\", \"uid\": 4343, "
+	    "\"tools\": [\"sh\"], \"secrets\": {\"tok\": {\"source\": \"env\", "
+	    "\"variable\": \"TEST_CONN_BOB\"}}}]}", 0600);
 	memset(&srv, 0, sizeof srv);
 	TAILQ_INIT(&srv.conns);
 	if ((srv.cfg = config_load(path, 0, &cause)) == NULL) {
 		fprintf(stderr, "config: %s\n", cause);
 		return -1;
 	}
+	srv.keyring = keyring_new();
+	keyring_load(srv.keyring, srv.cfg, &warn, &nwarn);
+	if (nwarn != 0)
+		return -1;
 	srv.base = event_base_new();
 	srv.started = time(NULL);
 	if (asprintf(&srv.scratch_dir, "%s/run", dir) < 0 || mkdir(srv.scratch_dir, 0711) != 0)
@@ -104,6 +114,7 @@ static int
 teardown(void **state)
 {
 	(void)state;
+	keyring_free(srv.keyring);
 	config_unref(srv.cfg);
 	event_base_free(srv.base);
 	free(srv.scratch_dir);
@@ -393,6 +404,34 @@ test_conn_timeout_and_peer_gone(void **state)
 	peer_close(&p);
 }
 
+/* Every redactor knows every session's secrets: bob's value in alice's output is masked. */
+static void
+test_conn_redacts_other_sessions_secrets(void **state)
+{
+	struct peer p;
+	int eofs;
+
+	(void)state;
+	peer_open(&p, 4242);
+	hello(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{\"op\": \"run\", \"tool\": \"sh\", \"argv\": [\"-c\", "
+	    "\"echo x" BOB_VALUE "y; echo x" BOB_VALUE "y >&2\"]}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_EXIT, "\"code\":0");
+	assert_string_equal(collect(&p, FRAME_STDOUT, &eofs), "x[REDACTED]y\n");
+	assert_string_equal(collect(&p, FRAME_STDERR, &eofs), "x[REDACTED]y\n");
+	peer_close(&p);
+	/* And bob's tool gets bob's value, while alice's value is masked in his output. */
+	peer_open(&p, 4343);
+	hello(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{\"op\": \"run\", \"tool\": \"sh\", \"argv\": [\"-c\", "
+	    "\"test \\\"$TOK\\\" = " BOB_VALUE " && echo ok " SECRET_VALUE "\"]}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_EXIT, "\"code\":0");
+	assert_string_equal(collect(&p, FRAME_STDOUT, &eofs), "ok [REDACTED]\n");
+	peer_close(&p);
+}
+
 /* Output cap: the child is killed and the peer told why. */
 static void
 test_conn_output_limit(void **state)
@@ -419,6 +458,7 @@ main(void)
 		cmocka_unit_test(test_conn_op_table_dispatch),
 		cmocka_unit_test(test_conn_timeout_and_peer_gone),
 		cmocka_unit_test(test_conn_output_limit),
+		cmocka_unit_test(test_conn_redacts_other_sessions_secrets),
 	};
 
 	if (sodium_init() < 0)

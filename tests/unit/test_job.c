@@ -22,7 +22,10 @@
 #include <sodium.h>
 
 #include "job.h"
+#include "platform.h"
 #include "spawn.h"
+
+#define TEST_JOB_MANY	200
 
 struct seen {
 	char		 out[4096], err[4096];
@@ -314,6 +317,38 @@ test_job_wait(void **state)
 	event_base_free(base);
 }
 
+/*
+ * The orphan scan keeps every live job, however many (the keep list once had a
+ * fixed bound of 4096 beyond which legitimate children were killed): n live
+ * jobs, none killed; leave one out of the list and exactly that one is.
+ */
+static void
+test_job_orphan_scan_keeps_all(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct seen sn[TEST_JOB_MANY];
+	pid_t *live;
+	size_t n, i;
+	int status;
+
+	(void)state;
+	for (i = 0; i < TEST_JOB_MANY; i++)
+		(void)start(base, "exec sleep 30", &sn[i]);
+	live = job_live_pids(&n);
+	assert_int_equal(n, TEST_JOB_MANY);
+	assert_int_equal(platform_kill_orphans(live, n), 0);
+	assert_int_equal(platform_kill_orphans(live + 1, n - 1), 1);
+	assert_int_equal(waitpid(live[0], &status, 0), live[0]);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	assert_int_equal(job_reaped(live[0], status), 1);
+	free(live);
+	for (i = 0; i < TEST_JOB_MANY; i++)
+		job_free(sn[i].job);
+	while (waitpid(-1, &status, 0) > 0)
+		;
+	event_base_free(base);
+}
+
 int
 main(void)
 {
@@ -325,6 +360,7 @@ main(void)
 		cmocka_unit_test(test_job_pause_and_free_in_callback),
 		cmocka_unit_test(test_job_free_running),
 		cmocka_unit_test(test_job_wait),
+		cmocka_unit_test(test_job_orphan_scan_keeps_all),
 	};
 
 	if (sodium_init() < 0)

@@ -20,11 +20,12 @@
 
 /* A command source with a ttl and no value yet. */
 static void
-make_src(struct secret_src *s, int ttl)
+make_src(struct secret_src *s, struct secret_val *v, int ttl)
 {
 	static char *argv[] = { "/usr/local/bin/mint-token", NULL };
 
 	memset(s, 0, sizeof *s);
+	memset(v, 0, sizeof *v);
 	s->name = strdup("tok");
 	s->type = SECRET_COMMAND;
 	s->argv = calloc(2, sizeof *s->argv);
@@ -38,129 +39,141 @@ static void
 test_first_value_and_ttl(void **state)
 {
 	struct secret_src s;
+	struct secret_val v;
 
 	(void)state;
-	make_src(&s, 300);
-	assert_true(secret_due(&s));		/* nothing yet: run it */
-	assert_false(secret_usable(&s));
-	secret_command_done(&s, (const unsigned char *)"value-1\n", 8, OK_STATUS, NULL);
-	assert_non_null(s.value);
-	assert_int_equal(s.len, 7);		/* one trailing newline dropped */
-	assert_memory_equal(s.value, "value-1", 7);
-	assert_null(s.error);
-	assert_true(secret_usable(&s));
-	assert_false(secret_due(&s));		/* fresh */
+	make_src(&s, &v, 300);
+	assert_true(secret_due(&s, &v));		/* nothing yet: run it */
+	assert_false(secret_usable(&s, &v));
+	secret_command_done(&s, &v, (const unsigned char *)"value-1\n", 8, OK_STATUS, NULL);
+	assert_non_null(v.value);
+	assert_int_equal(v.len, 7);		/* one trailing newline dropped */
+	assert_memory_equal(v.value, "value-1", 7);
+	assert_null(v.error);
+	assert_true(secret_usable(&s, &v));
+	assert_false(secret_due(&s, &v));		/* fresh */
 	/* A fifth of the ttl before expiry it is due, still usable. */
-	s.loaded_at = time(NULL) - 241;
-	assert_true(secret_due(&s));
-	assert_true(secret_usable(&s));
+	v.loaded_at = time(NULL) - 241;
+	assert_true(secret_due(&s, &v));
+	assert_true(secret_usable(&s, &v));
 	/* While a renewal runs it is not due again. */
-	s.refreshing = 1;
-	assert_false(secret_due(&s));
-	s.refreshing = 0;
+	v.refreshing = 1;
+	assert_false(secret_due(&s, &v));
+	v.refreshing = 0;
 	/* Past the ttl it may not be used. */
-	s.loaded_at = time(NULL) - 300;
-	assert_false(secret_usable(&s));
+	v.loaded_at = time(NULL) - 300;
+	assert_false(secret_usable(&s, &v));
 	secret_clear(&s);
+	secret_val_clear(&v);
 }
 
 static void
 test_short_ttl_lead(void **state)
 {
 	struct secret_src s;
+	struct secret_val v;
 
 	(void)state;
-	make_src(&s, 2);
-	secret_command_done(&s, (const unsigned char *)"v", 1, OK_STATUS, NULL);
-	s.loaded_at = time(NULL);
-	assert_false(secret_due(&s));
-	s.loaded_at = time(NULL) - 1;		/* at least 1 s ahead of expiry */
-	assert_true(secret_due(&s));
-	assert_true(secret_usable(&s));
+	make_src(&s, &v, 2);
+	secret_command_done(&s, &v, (const unsigned char *)"v", 1, OK_STATUS, NULL);
+	v.loaded_at = time(NULL);
+	assert_false(secret_due(&s, &v));
+	v.loaded_at = time(NULL) - 1;		/* at least 1 s ahead of expiry */
+	assert_true(secret_due(&s, &v));
+	assert_true(secret_usable(&s, &v));
 	secret_clear(&s);
+	secret_val_clear(&v);
 }
 
 static void
 test_renewal_keeps_previous(void **state)
 {
 	struct secret_src s;
+	struct secret_val v;
 
 	(void)state;
-	make_src(&s, 60);
-	secret_command_done(&s, (const unsigned char *)"old-value", 9, OK_STATUS, NULL);
-	secret_command_done(&s, (const unsigned char *)"new-value", 9, OK_STATUS, NULL);
-	assert_memory_equal(s.value, "new-value", 9);
-	assert_non_null(s.prev);
-	assert_int_equal(s.prev_len, 9);
-	assert_memory_equal(s.prev, "old-value", 9);
-	secret_command_done(&s, (const unsigned char *)"third", 5, OK_STATUS, NULL);
-	assert_memory_equal(s.prev, "new-value", 9);
+	make_src(&s, &v, 60);
+	secret_command_done(&s, &v, (const unsigned char *)"old-value", 9, OK_STATUS, NULL);
+	secret_command_done(&s, &v, (const unsigned char *)"new-value", 9, OK_STATUS, NULL);
+	assert_memory_equal(v.value, "new-value", 9);
+	assert_non_null(v.prev);
+	assert_int_equal(v.prev_len, 9);
+	assert_memory_equal(v.prev, "old-value", 9);
+	secret_command_done(&s, &v, (const unsigned char *)"third", 5, OK_STATUS, NULL);
+	assert_memory_equal(v.prev, "new-value", 9);
 	secret_clear(&s);
+	secret_val_clear(&v);
 }
 
 static void
 test_failure_keeps_valid_value_and_backs_off(void **state)
 {
 	struct secret_src s;
+	struct secret_val v;
 	time_t now = time(NULL);
 
 	(void)state;
-	make_src(&s, 60);
-	secret_command_done(&s, (const unsigned char *)"good-value", 10, OK_STATUS, NULL);
-	s.loaded_at = now - 50;			/* due, still valid */
-	secret_command_done(&s, NULL, 0, FAIL_STATUS, NULL);
-	assert_non_null(s.value);		/* an expiring token beats none */
-	assert_memory_equal(s.value, "good-value", 10);
-	assert_non_null(s.error);
-	assert_non_null(strstr(s.error, "status 3"));
-	assert_null(strstr(s.error, "good-value"));
-	assert_true(s.retry_at >= now + 30);	/* back-off min(ttl, 30) */
-	assert_false(secret_due(&s));
+	make_src(&s, &v, 60);
+	secret_command_done(&s, &v, (const unsigned char *)"good-value", 10, OK_STATUS, NULL);
+	v.loaded_at = now - 50;			/* due, still valid */
+	secret_command_done(&s, &v, NULL, 0, FAIL_STATUS, NULL);
+	assert_non_null(v.value);		/* an expiring token beats none */
+	assert_memory_equal(v.value, "good-value", 10);
+	assert_non_null(v.error);
+	assert_non_null(strstr(v.error, "status 3"));
+	assert_null(strstr(v.error, "good-value"));
+	assert_true(v.retry_at >= now + 30);	/* back-off min(ttl, 30) */
+	assert_false(secret_due(&s, &v));
 	/* A failure after expiry drops the value. */
-	s.loaded_at = now - 61;
-	secret_command_done(&s, NULL, 0, OK_STATUS, "did not finish within 5 seconds");
-	assert_null(s.value);
-	assert_false(secret_usable(&s));
-	assert_non_null(strstr(s.error, "did not finish"));
+	v.loaded_at = now - 61;
+	secret_command_done(&s, &v, NULL, 0, OK_STATUS, "did not finish within 5 seconds");
+	assert_null(v.value);
+	assert_false(secret_usable(&s, &v));
+	assert_non_null(strstr(v.error, "did not finish"));
 	/* Once the back-off has passed it is due again. */
-	s.retry_at = now - 1;
-	assert_true(secret_due(&s));
+	v.retry_at = now - 1;
+	assert_true(secret_due(&s, &v));
 	secret_clear(&s);
+	secret_val_clear(&v);
 }
 
 static void
 test_backoff_bounded_by_ttl(void **state)
 {
 	struct secret_src s;
+	struct secret_val v;
 	time_t now = time(NULL);
 
 	(void)state;
-	make_src(&s, 5);
-	secret_command_done(&s, NULL, 0, FAIL_STATUS, NULL);
-	assert_true(s.retry_at >= now + 5 && s.retry_at <= now + 6);
+	make_src(&s, &v, 5);
+	secret_command_done(&s, &v, NULL, 0, FAIL_STATUS, NULL);
+	assert_true(v.retry_at >= now + 5 && v.retry_at <= now + 6);
 	/* An empty output is a failure too, never an empty secret. */
-	s.retry_at = 0;
-	secret_command_done(&s, (const unsigned char *)"\n", 1, OK_STATUS, NULL);
-	assert_null(s.value);
-	assert_non_null(strstr(s.error, "empty"));
+	v.retry_at = 0;
+	secret_command_done(&s, &v, (const unsigned char *)"\n", 1, OK_STATUS, NULL);
+	assert_null(v.value);
+	assert_non_null(strstr(v.error, "empty"));
 	secret_clear(&s);
+	secret_val_clear(&v);
 }
 
 static void
 test_other_sources_never_due(void **state)
 {
 	struct secret_src s;
+	struct secret_val v;
 
 	(void)state;
 	memset(&s, 0, sizeof s);
+	memset(&v, 0, sizeof v);
 	s.type = SECRET_FILE;
-	assert_false(secret_due(&s));
-	assert_false(secret_usable(&s));
-	s.value = sodium_malloc(1);
-	s.len = 1;
-	s.loaded_at = 1;			/* ancient: files have no ttl */
-	assert_true(secret_usable(&s));
-	sodium_free(s.value);
+	assert_false(secret_due(&s, &v));
+	assert_false(secret_usable(&s, &v));
+	v.value = sodium_malloc(1);
+	v.len = 1;
+	v.loaded_at = 1;			/* ancient: files have no ttl */
+	assert_true(secret_usable(&s, &v));
+	sodium_free(v.value);
 }
 
 int

@@ -1,0 +1,247 @@
+/* The server's keyring of loaded secret values (see keyring.h). */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "config.h"
+#include "keyring.h"
+#include "redact.h"
+#include "secret.h"
+#include "store.h"
+#include "util.h"
+
+struct keyring {
+	struct key	*keys;
+	size_t		 nkeys;
+	struct redact	*redact;	/* every live and replaced value */
+};
+
+/* An empty keyring: a pass-through redactor until something is loaded. */
+struct keyring *
+keyring_new(void)
+{
+	struct keyring *kr = xcalloc(1, sizeof *kr);
+	struct redact_secret none = { NULL, 0 };
+
+	kr->redact = redact_new(&none, 0);
+	return kr;
+}
+
+/* Wipe one key. */
+static void
+keyring_key_clear(struct key *k)
+{
+	secret_val_clear(&k->val);
+	free(k->session);
+	free(k->name);
+	memset(k, 0, sizeof *k);
+}
+
+/* Wipe everything. */
+void
+keyring_free(struct keyring *kr)
+{
+	size_t i;
+
+	if (kr == NULL)
+		return;
+	for (i = 0; i < kr->nkeys; i++)
+		keyring_key_clear(&kr->keys[i]);
+	free(kr->keys);
+	redact_free(kr->redact);
+	free(kr);
+}
+
+/* Whether a key is for (session or NULL, name). */
+static int
+keyring_match(const struct key *k, const char *session, const char *name)
+{
+	if ((k->session == NULL) != (session == NULL))
+		return 0;
+	if (session != NULL && strcmp(k->session, session) != 0)
+		return 0;
+	return strcmp(k->name, name) == 0;
+}
+
+/* The key exactly for (session, name). */
+struct key *
+keyring_find(struct keyring *kr, const char *session, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < kr->nkeys; i++) {
+		if (keyring_match(&kr->keys[i], session, name))
+			return &kr->keys[i];
+	}
+	return NULL;
+}
+
+/* A session's override, else the host's key. */
+struct key *
+keyring_get(struct keyring *kr, const struct session *s, const char *name)
+{
+	struct key *k;
+
+	if (s != NULL && (k = keyring_find(kr, s->name, name)) != NULL)
+		return k;
+	return keyring_find(kr, NULL, name);
+}
+
+size_t
+keyring_count(const struct keyring *kr)
+{
+	return kr->nkeys;
+}
+
+struct key *
+keyring_key(struct keyring *kr, size_t i)
+{
+	return &kr->keys[i];
+}
+
+const struct redact *
+keyring_redactor(const struct keyring *kr)
+{
+	return kr->redact;
+}
+
+/* Rebuild the one redactor over every live value and every replaced one. */
+void
+keyring_changed(struct keyring *kr)
+{
+	struct redact_secret *rs = xcalloc(2 * kr->nkeys + 1, sizeof *rs);
+	struct redact *r;
+	size_t i, n = 0;
+
+	for (i = 0; i < kr->nkeys; i++) {
+		const struct secret_val *v = &kr->keys[i].val;
+
+		if (v->value != NULL) {
+			rs[n].value = v->value;
+			rs[n++].len = v->len;
+		}
+		if (v->prev != NULL) {
+			rs[n].value = v->prev;
+			rs[n++].len = v->prev_len;
+		}
+	}
+	r = redact_new(rs, n);
+	free(rs);
+	redact_free(kr->redact);
+	kr->redact = r;		/* NULL if it could not be built: callers refuse */
+}
+
+/* Open the encrypted store with its key file or systemd credential. */
+static struct store *
+keyring_open_store(const struct config *c, char **error)
+{
+	struct store *st = NULL;
+	unsigned char *key = NULL;
+	char *cause = NULL, *kpath = NULL;
+	const char *dir;
+
+	if (c->store_key_credential != NULL) {
+		if ((dir = getenv("CREDENTIALS_DIRECTORY")) == NULL || dir[0] != '/') {
+			xasprintf(error, "the store key credential %s is not available "
+			    "(CREDENTIALS_DIRECTORY is not set)", c->store_key_credential);
+			return NULL;
+		}
+		xasprintf(&kpath, "%s/%s", dir, c->store_key_credential);
+	} else
+		kpath = xstrdup(c->store_key);
+	if (store_key_load(kpath, &key, &cause) != 0 ||
+	    store_load(c->store_path, key, 1, &st, &cause) != 0) {
+		*error = cause;	/* transferred; it names the file already */
+		st = NULL;
+	}
+	if (key != NULL)
+		sodium_free(key);
+	free(kpath);
+	return st;
+}
+
+/* Append a warning. */
+static void __attribute__((format(printf, 3, 4)))
+keyring_warn(char ***w, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+
+	va_start(ap, fmt);
+	xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	*w = xreallocarray(*w, *n + 1, sizeof **w);
+	(*w)[(*n)++] = msg;
+}
+
+/* Fill a new key for src: load it again; the old key's value stays masked if it changed. */
+static void
+keyring_fill(struct key *nk, struct key *old, const char *session,
+    const struct secret_src *src, const struct config *c, const struct store *st,
+    const char *store_error)
+{
+	nk->session = session != NULL ? xstrdup(session) : NULL;
+	nk->name = xstrdup(src->name);
+	nk->src = src;
+	secret_load(src, &nk->val, c, st, store_error);
+	/* A value the reload replaced may still be valid upstream: keep masking it. */
+	if (old != NULL && old->val.value != NULL && nk->val.value != NULL &&
+	    (old->val.len != nk->val.len ||
+	    sodium_memcmp(old->val.value, nk->val.value, nk->val.len) != 0)) {
+		nk->val.prev = old->val.value;	/* transferred */
+		nk->val.prev_len = old->val.len;
+		old->val.value = NULL;
+	}
+}
+
+/* Sync the keyring to a config (see keyring.h). */
+void
+keyring_load(struct keyring *kr, const struct config *c, char ***warnings, size_t *nwarnings)
+{
+	struct store *st = NULL;
+	struct key *keys;
+	char *store_error = NULL;
+	size_t i, j, n = 0, cap = c->nsecrets;
+	int need_store = 0;
+
+	for (i = 0; i < c->nsecrets; i++)
+		need_store |= c->secrets[i].type == SECRET_STORE;
+	for (i = 0; i < c->nsessions; i++) {
+		cap += c->sessions[i].nsecrets;
+		for (j = 0; j < c->sessions[i].nsecrets; j++)
+			need_store |= c->sessions[i].secrets[j].type == SECRET_STORE;
+	}
+	if (need_store)
+		st = keyring_open_store(c, &store_error);
+	keys = xcalloc(cap + 1, sizeof *keys);
+	for (i = 0; i < c->nsecrets; i++) {
+		keyring_fill(&keys[n], keyring_find(kr, NULL, c->secrets[i].name), NULL,
+		    &c->secrets[i], c, st, store_error);
+		if (keys[n].val.error != NULL)
+			keyring_warn(warnings, nwarnings, "%s", keys[n].val.error);
+		n++;
+	}
+	for (i = 0; i < c->nsessions; i++) {
+		const struct session *s = &c->sessions[i];
+
+		for (j = 0; j < s->nsecrets; j++) {
+			keyring_fill(&keys[n], keyring_find(kr, s->name, s->secrets[j].name),
+			    s->name, &s->secrets[j], c, st, store_error);
+			if (keys[n].val.error != NULL)
+				keyring_warn(warnings, nwarnings, "session %s: %s", s->name,
+				    keys[n].val.error);
+			n++;
+		}
+	}
+	if (st != NULL)
+		store_free(st);
+	free(store_error);
+	for (i = 0; i < kr->nkeys; i++)
+		keyring_key_clear(&kr->keys[i]);
+	free(kr->keys);
+	kr->keys = keys;
+	kr->nkeys = n;
+	keyring_changed(kr);
+}

@@ -1,0 +1,106 @@
+/* Process hygiene (see hygiene.h). */
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hygiene.h"
+#include "util.h"
+
+#define HYGIENE_MAX_FD	1048576		/* the loop's bound when the limit is unknown */
+
+/* Close every descriptor from lowfd up. */
+void
+hygiene_closefrom(int lowfd)
+{
+	long max, fd;
+
+#if defined(__linux__) && defined(SYS_close_range)
+	if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
+		return;
+#endif
+	max = sysconf(_SC_OPEN_MAX);
+	if (max < 0 || max > HYGIENE_MAX_FD)
+		max = HYGIENE_MAX_FD;
+	for (fd = lowfd; fd < max; fd++)
+		(void)close((int)fd);
+}
+
+/* fds 0-2 open (on /dev/null when they were not). */
+int
+hygiene_stdio(void)
+{
+	int fd, i;
+
+	for (i = 0; i < 3; i++) {
+		if (fcntl(i, F_GETFD) != -1 || errno != EBADF)
+			continue;
+		/* 0..i-1 are open, so the lowest free slot is i. */
+		if ((fd = open("/dev/null", O_RDWR)) != i) {
+			if (fd >= 0)
+				(void)close(fd);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Drop privileges for good and check that they are gone. */
+const char *
+hygiene_drop_privileges(uid_t uid, gid_t gid, const char *name)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+
+	if (uid == 0) {
+		errno = EPERM;
+		return "refusing uid 0";
+	}
+	if (name != NULL ? initgroups(name, gid) != 0 : setgroups(0, NULL) != 0)
+		return name != NULL ? "initgroups" : "setgroups";
+	if (setresgid(gid, gid, gid) != 0)
+		return "setresgid";
+	if (setresuid(uid, uid, uid) != 0)
+		return "setresuid";
+	if (getresuid(&ru, &eu, &su) != 0 || getresgid(&rg, &eg, &sg) != 0 ||
+	    ru != uid || eu != uid || su != uid || rg != gid || eg != gid || sg != gid ||
+	    (name == NULL && getgroups(0, NULL) != 0)) {
+		errno = EPERM;
+		return "privilege drop verification";
+	}
+	if (setuid(0) == 0 || seteuid(0) == 0 || (gid != 0 && setgid(0) == 0)) {
+		errno = EPERM;
+		return "privileges could be regained";
+	}
+	return NULL;
+}
+
+/* Create or accept a root-owned directory. */
+int
+hygiene_mkdir_root(const char *path, mode_t mode, int enforce_mode, char **cause)
+{
+	struct stat st;
+	int created;
+
+	created = mkdir(path, mode) == 0;
+	if (!created && errno != EEXIST) {
+		xasprintf(cause, "cannot create %s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
+	    (!created && !enforce_mode && (st.st_mode & (S_IWGRP | S_IWOTH)))) {
+		xasprintf(cause, "%s must be a root-owned directory nobody else may write", path);
+		return -1;
+	}
+	/* The umask applied to mkdir; an existing directory is set right if asked. */
+	if ((created || enforce_mode) && chmod(path, mode) != 0) {
+		xasprintf(cause, "chmod %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * Process hygiene, written once for every program (daemon, admin CLI,
+ * shimbridge-git): descriptors, privilege drop, root-owned directories.
+ */
+#ifndef SHIMBRIDGE_HYGIENE_H
+#define SHIMBRIDGE_HYGIENE_H
+
+#include <sys/types.h>
+
+/*
+ * Close every descriptor from lowfd up: close_range(2), else a loop to the
+ * descriptor limit. Async-signal-safe (no allocation): usable between vfork or
+ * fork and exec.
+ */
+void		 hygiene_closefrom(int lowfd);
+/*
+ * Start-up: make sure fds 0, 1 and 2 are open (on /dev/null when they are not,
+ * so no pipe or file opened later becomes one of them and is handed to a child
+ * as its stdio). Returns 0, or -1 if /dev/null cannot be opened. Callers then
+ * close what they inherited beyond (hygiene_closefrom).
+ */
+int		 hygiene_stdio(void);
+/*
+ * Drop to uid:gid for good: supplementary groups (none, or name's with
+ * initgroups when name is not NULL), gid, uid; then verify that real, effective
+ * and saved ids all changed and that root cannot be had back. Refuses uid 0.
+ * Returns NULL, or the step that failed ("setgroups", "setresuid", "verify",
+ * ...) with errno set: a static string, so it is safe in a vfork child (with
+ * name NULL).
+ */
+const char	*hygiene_drop_privileges(uid_t, gid_t, const char *name);
+/*
+ * mkdir path with mode (chmod'ed: the umask does not apply), or accept an
+ * existing directory that is root's and not a symbolic link. An existing one is
+ * set to mode when enforce_mode is set, else it must be writable by nobody but
+ * root and keeps its mode. Returns 0 or -1 with *cause.
+ */
+int		 hygiene_mkdir_root(const char *path, mode_t mode, int enforce_mode,
+		    char **cause);
+
+#endif

@@ -1,0 +1,26 @@
+/* Validators (see valid.h). */
+#include <ctype.h>
+#include <string.h>
+
+#include "valid.h"
+
+/* owner/name with GitHub's characters; no "." or ".." parts. */
+int
+valid_repo(const char *s)
+{
+	const char *slash = strchr(s, '/');
+	size_t i;
+
+	if (slash == NULL || slash == s || slash[1] == '\0' || strchr(slash + 1, '/') != NULL)
+		return 0;
+	if (strlen(s) > 200 || strcmp(slash + 1, ".") == 0 || strcmp(slash + 1, "..") == 0 ||
+	    strncmp(s, "./", 2) == 0 || strncmp(s, "../", 3) == 0)
+		return 0;
+	for (i = 0; s[i] != '\0'; i++) {
+		if (s + i == slash)
+			continue;
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+			return 0;
+	}
+	return 1;
+}

@@ -1,0 +1,172 @@
+/* Unit tests: the common hygiene helpers and validators (common/hygiene.c, valid.c). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hygiene.h"
+#include "valid.h"
+
+static void
+test_closefrom(void **state)
+{
+	int a = open("/dev/null", O_RDONLY), b = dup2(a, 40), c = dup2(a, 1000);
+
+	(void)state;
+	assert_true(a >= 3 && b == 40 && c == 1000);
+	hygiene_closefrom(40);
+	assert_int_equal(fcntl(40, F_GETFD), -1);
+	assert_int_equal(fcntl(1000, F_GETFD), -1);
+	assert_true(fcntl(a, F_GETFD) != -1);	/* below lowfd: kept */
+	close(a);
+}
+
+/* In a child: close 0 and 2, then hygiene_stdio reopens them on /dev/null. */
+static void
+test_stdio(void **state)
+{
+	int status;
+	pid_t pid;
+
+	(void)state;
+	if ((pid = fork()) == 0) {
+		struct stat st;
+
+		close(0);
+		close(2);
+		if (hygiene_stdio() != 0 || fstat(0, &st) != 0 || !S_ISCHR(st.st_mode) ||
+		    fstat(2, &st) != 0 || !S_ISCHR(st.st_mode) || open("/dev/null", O_RDONLY) < 3)
+			_exit(1);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* Run hygiene_drop_privileges in a child; its exit code says what came back. */
+static int
+drop_in_child(uid_t uid, gid_t gid, const char *name)
+{
+	int status;
+	pid_t pid;
+
+	if ((pid = fork()) == 0) {
+		const char *step = hygiene_drop_privileges(uid, gid, name);
+
+		if (step != NULL)
+			_exit(strcmp(step, "refusing uid 0") == 0 ? 3 : 2);
+		if (getuid() != uid || geteuid() != uid || getgid() != gid ||
+		    (name == NULL && getgroups(0, NULL) != 0) || setuid(0) == 0)
+			_exit(1);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void
+test_drop_privileges(void **state)
+{
+	(void)state;
+	assert_int_equal(drop_in_child(1, 1, NULL), 0);
+	assert_int_equal(drop_in_child(65534, 65534, NULL), 0);
+	assert_int_equal(drop_in_child(0, 0, NULL), 3);
+}
+
+static void
+test_mkdir_root(void **state)
+{
+	char dir[] = "/tmp/test_hygiene.XXXXXX", p[128], l[128], *cause = NULL;
+	struct stat st;
+	mode_t old;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(p, sizeof p, "%s/d", dir);
+	old = umask(077);
+	assert_int_equal(hygiene_mkdir_root(p, 0755, 0, &cause), 0);
+	umask(old);
+	assert_int_equal(lstat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);	/* the umask did not apply */
+	/* Existing: kept as it is, or set to mode when enforced. */
+	chmod(p, 0700);
+	assert_int_equal(hygiene_mkdir_root(p, 0755, 0, &cause), 0);
+	assert_int_equal(lstat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	assert_int_equal(hygiene_mkdir_root(p, 0711, 1, &cause), 0);
+	assert_int_equal(lstat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0711);
+	/* Writable by others: refused unless the mode is enforced. */
+	chmod(p, 0777);
+	assert_int_equal(hygiene_mkdir_root(p, 0755, 0, &cause), -1);
+	assert_non_null(strstr(cause, "root-owned directory nobody else may write"));
+	free(cause);
+	cause = NULL;
+	/* Someone else's: refused. */
+	chmod(p, 0755);
+	assert_int_equal(chown(p, 1, 1), 0);
+	assert_int_equal(hygiene_mkdir_root(p, 0755, 1, &cause), -1);
+	free(cause);
+	cause = NULL;
+	/* A symbolic link to a good directory: refused. */
+	assert_int_equal(chown(p, 0, 0), 0);
+	snprintf(l, sizeof l, "%s/link", dir);
+	assert_int_equal(symlink(p, l), 0);
+	assert_int_equal(hygiene_mkdir_root(l, 0755, 1, &cause), -1);
+	free(cause);
+	cause = NULL;
+	/* A missing parent. */
+	snprintf(l, sizeof l, "%s/no/such", dir);
+	assert_int_equal(hygiene_mkdir_root(l, 0755, 0, &cause), -1);
+	assert_non_null(strstr(cause, "cannot create"));
+	free(cause);
+	snprintf(l, sizeof l, "%s/link", dir);
+	unlink(l);
+	rmdir(p);
+	rmdir(dir);
+}
+
+static void
+test_valid_repo(void **state)
+{
+	(void)state;
+	assert_true(valid_repo("octo/repo"));
+	assert_true(valid_repo("Octo-1/re.po_x"));
+	assert_true(valid_repo("a/.github"));
+	assert_false(valid_repo("octo"));
+	assert_false(valid_repo("/repo"));
+	assert_false(valid_repo("octo/"));
+	assert_false(valid_repo("a/b/c"));
+	assert_false(valid_repo("a/.."));
+	assert_false(valid_repo("a/."));
+	assert_false(valid_repo("../x"));	/* the admin CLI's copy missed these */
+	assert_false(valid_repo("./x"));
+	assert_false(valid_repo("a b/c"));
+	assert_false(valid_repo("a/c%2f"));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_closefrom),
+		cmocka_unit_test(test_stdio),
+		cmocka_unit_test(test_drop_privileges),
+		cmocka_unit_test(test_mkdir_root),
+		cmocka_unit_test(test_valid_repo),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
