@@ -365,12 +365,14 @@ sb_config_head() {
 
 # Start the daemon in the background and wait for its socket.
 sb_start() {
+	local i old
+	# A socket left by a killed daemon is not the new one: wait for a new file.
+	old=$(stat -c '%i %z' "$SB_SOCK" 2>/dev/null) || old=none
 	sb_bg "$SB_BUILD/shimbridged" -c "$SB_CONFIG" "$@" </dev/null >>"$SB_DIR/log/daemon.log" 2>&1
 	SB_PID=$!
 	export SB_PID
-	local i
 	for i in $(seq 1 100); do
-		[ -S "$SB_SOCK" ] && return 0
+		[ -S "$SB_SOCK" ] && [ "$(stat -c '%i %z' "$SB_SOCK" 2>/dev/null)" != "$old" ] && return 0
 		kill -0 "$SB_PID" 2>/dev/null || { cat "$SB_DIR/log/daemon.log" >&2; return 1; }
 		sleep 0.05
 	done
