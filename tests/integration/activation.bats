@@ -89,7 +89,7 @@ PYEOF
 	kill -TERM "$ACT_PID"
 	wait "$ACT_PID"
 	ACT_PID=
-	grep -qx STOPPING=1 "$out"
+	sb_wait_for 5 grep -qx STOPPING=1 "$out"
 }
 
 @test "an abstract socket from the service manager is refused: the daemon does not start" {

@@ -287,6 +287,7 @@ sb_suite_begin() {
 	_sb_record "dir $SB_STAGE"
 	export SB_SUITE_ID SB_PROC_TAG SB_BUILD_SRC
 	sb_stage
+	cd "$SB_STAGE" || return 1
 }
 
 if [ -n "${BATS_TEST_FILENAME:-}" ] && [ -z "${BATS_TEST_NAME:-}" ] &&
@@ -295,6 +296,11 @@ if [ -n "${BATS_TEST_FILENAME:-}" ] && [ -z "${BATS_TEST_NAME:-}" ] &&
 elif [ -n "${BATS_TEST_NAME:-}" ] && [ -n "${SB_SUITE_ID:-}" ]; then
 	SB_PROC_TAG=$SB_SUITE_ID/t${BATS_SUITE_TEST_NUMBER:-${BATS_TEST_NUMBER:-0}}
 	export SB_PROC_TAG
+fi
+# Work from the stage, not the checkout: commands run as other users (runuser) start
+# in the current directory, which they may not be able to enter.
+if [ -n "${BATS_TEST_FILENAME:-}" ] && [ -n "${SB_STAGE:-}" ] && [ -d "$SB_STAGE" ]; then
+	cd "$SB_STAGE" || true
 fi
 SB_FIXTURES=${SB_FIXTURES:-$SB_ROOT/tests/fixtures}
 
