@@ -44,20 +44,58 @@ SANUNITS   := $(patsubst tests/unit/%.c,$(B)/unit-san/%,$(UNIT_SRC))
 FUZZERS    := $(patsubst tests/fuzz/%.c,$(B)/fuzzers/%,$(FUZZ_SRC))
 BENCHES    := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
-.PHONY: all test unit integration fuzz fuzz-build bench demo install uninstall clean san valgrind check-scripts
+.PHONY: all test unit integration fuzz fuzz-build bench demo install uninstall clean san valgrind check-scripts \
+	deps deps-shim deps-test deps-fuzz
+
+# Dependencies, checked before anything is compiled, so a machine without them gets one
+# line naming the Debian packages to install instead of a compiler error. Each entry is
+# NAME:DEBIAN-PACKAGE, NAME a pkg-config module (DEP_*_PC) or a command (DEP_*_CMD).
+# To add one, append it here (and to tests/deps.sh).
+PKG_CONFIG      ?= pkg-config
+DEP_BUILD_PC    := libevent:libevent-dev jansson:libjansson-dev libsodium:libsodium-dev \
+                   libcurl:libcurl4-openssl-dev
+DEP_BUILD_CMD   := $(CC):build-essential
+DEP_SHIM_CMD    := $(MUSLCC):musl-tools
+DEP_TEST_PC     := cmocka:libcmocka-dev
+DEP_FUZZ_CMD    := $(CLANG):clang
+# $(call dep_missing,PC-ENTRIES,CMD-ENTRIES): the Debian packages of the missing entries.
+HASH := \#
+dep_missing = $(strip $(shell pc='$(PKG_CONFIG)'; \
+	command -v "$$pc" >/dev/null 2>&1 || { echo pkg-config; pc=false; }; \
+	for d in $(1); do "$$pc" --exists "$${d%%:*}" 2>/dev/null || echo "$${d$(HASH)*:}"; done; \
+	for d in $(2); do command -v "$${d%%:*}" >/dev/null 2>&1 || echo "$${d$(HASH)*:}"; done))
+# $(call depcheck,PC-ENTRIES,CMD-ENTRIES): stop with one line if any entry is missing.
+depcheck = $(if $(call dep_missing,$(1),$(2)),$(error missing build dependencies; install \
+	them as root with: apt-get install $(call dep_missing,$(1),$(2))   (or: sh tests/deps.sh \
+	for everything the tests need too)))
+deps:
+	@:$(call depcheck,$(DEP_BUILD_PC),$(DEP_BUILD_CMD))
+deps-shim:
+	@:$(call depcheck,,$(DEP_SHIM_CMD))
+deps-test: deps
+	@:$(call depcheck,$(DEP_TEST_PC),)
+deps-fuzz: deps
+	@:$(call depcheck,,$(DEP_FUZZ_CMD))
 # Keep pattern-built objects: without this make deletes them as intermediates and
 # every fuzzer or bench link recompiles the tree.
 .SECONDARY:
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 all: $(PROGS)
 
-$(B)/o/%.o: %.c $(HDRS)
+$(B)/o/%.o: %.c $(HDRS) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(BASECFLAGS) $(CFLAGS) $(HARDEN) -c $< -o $@
-$(B)/san/obj/%.o: %.c $(HDRS)
+$(B)/san/obj/%.o: %.c $(HDRS) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(BASECFLAGS) $(SANFLAGS) -c $< -o $@
-$(B)/fuzz/%.o: %.c $(HDRS)
+# Unit test objects include cmocka.h: check for it before compiling them.
+$(B)/o/tests/unit/%.o: tests/unit/%.c $(HDRS) | deps-test
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) $(CFLAGS) $(HARDEN) -c $< -o $@
+$(B)/san/obj/tests/unit/%.o: tests/unit/%.c $(HDRS) | deps-test
+	@mkdir -p $(dir $@)
+	$(CC) $(BASECFLAGS) $(SANFLAGS) -c $< -o $@
+$(B)/fuzz/%.o: %.c $(HDRS) | deps-fuzz
 	@mkdir -p $(dir $@)
 	$(CLANG) $(BASECFLAGS) -Wno-unused-command-line-argument -O1 -g -fsanitize=fuzzer-no-link,address,undefined -DSHIMBRIDGE_FUZZ -c $< -o $@
 
@@ -78,7 +116,7 @@ $(B)/shimbridge-git: $(call obj,$(GIT_SRC)) $(B)/libshimbridge.a
 
 # The shim: static, musl, small. Only common/ code that needs no third-party library.
 SHIM_COMMON := common/frame.c common/jsonw.c common/proto.c common/util.c
-$(B)/shim: $(SHIM_SRC) $(SHIM_COMMON) $(HDRS)
+$(B)/shim: $(SHIM_SRC) $(SHIM_COMMON) $(HDRS) | deps-shim
 	@mkdir -p $(B)
 	$(MUSLCC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -DSHIMBRIDGE_SHIM -Icommon $(WARN) \
 	  -Ishim -Os -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s -o $@ $(SHIM_SRC) $(SHIM_COMMON)
@@ -93,10 +131,10 @@ $(B)/san/shim: $(call sobj,$(SHIM_SRC) $(SHIM_COMMON))
 	$(CC) $(SANFLAGS) -o $@ $^
 san: $(SANPROGS)
 
-$(B)/unit/%: $(call obj,tests/unit/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC))
+$(B)/unit/%: $(call obj,tests/unit/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LIBS) -lcmocka
-$(B)/unit-san/%: $(call sobj,tests/unit/%.c) $(call sobj,$(BRIDGE_SRC) $(COMMON_SRC))
+$(B)/unit-san/%: $(call sobj,tests/unit/%.c) $(call sobj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test
 	@mkdir -p $(dir $@)
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS) -lcmocka
 $(B)/fuzzers/%: $(call fobj,tests/fuzz/%.c) $(call fobj,$(BRIDGE_SRC) $(COMMON_SRC) $(filter-out gitserve/main.c,$(GIT_SRC)))

@@ -35,6 +35,12 @@ enum redact_enc {
 	ENC_HEX_UPPER,
 	ENC_JSON_ASCII_LOWER,
 	ENC_JSON_ASCII_UPPER,
+	ENC_URL_ALL_UPPER,
+	ENC_URL_ALL_LOWER,
+	ENC_FORM_UPPER,
+	ENC_FORM_LOWER,
+	ENC_JSON_U_LOWER,
+	ENC_JSON_U_UPPER,
 	ENC_COUNT
 };
 
@@ -247,9 +253,17 @@ redact_enc_b64(const unsigned char *s, size_t n, size_t k, const char *abc,
 	return o;
 }
 
-/* Percent-encode every byte outside the unreserved set of RFC 3986. */
+/* Variants of the URL encoding. */
+#define URL_ALL		0x1	/* every byte as %XX, unreserved ones too */
+#define URL_FORM	0x2	/* space as '+' (application/x-www-form-urlencoded) */
+
+/*
+ * Percent-encode every byte outside the unreserved set of RFC 3986, or (URL_ALL)
+ * every byte; URL_FORM writes a space as '+'.
+ */
 static size_t
-redact_enc_url(const unsigned char *s, size_t n, const char *hex, unsigned char *out)
+redact_enc_url(const unsigned char *s, size_t n, const char *hex, int flags,
+    unsigned char *out)
 {
 	size_t i, o = 0;
 	char e[3];
@@ -257,9 +271,10 @@ redact_enc_url(const unsigned char *s, size_t n, const char *hex, unsigned char 
 	for (i = 0; i < n; i++) {
 		unsigned char c = s[i];
 
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~') {
-			e[0] = (char)c;
+		if (!(flags & URL_ALL) && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~' ||
+		    (c == ' ' && (flags & URL_FORM)))) {
+			e[0] = c == ' ' ? '+' : (char)c;
 			redact_put(out, &o, e, 1);
 			continue;
 		}
@@ -411,6 +426,54 @@ redact_enc_json_ascii(const unsigned char *s, size_t n, const char *hex, unsigne
 	return o;
 }
 
+/*
+ * Every character as a JSON \uXXXX escape, ASCII ones too (an encoder that escapes
+ * everything): UTF-8 decoded to code points, beyond U+FFFF as a surrogate pair; a
+ * secret that is not valid UTF-8 has each byte as \u00XX.
+ */
+static size_t
+redact_enc_json_u(const unsigned char *s, size_t n, const char *hex, unsigned char *out)
+{
+	size_t i, o = 0, len;
+	unsigned long cp, u[2];
+	int utf8 = 1, k, nu;
+	char e[6];
+
+	for (i = 0; i < n; i += len) {
+		if ((len = redact_utf8(s, n, i, &cp)) == 0) {
+			utf8 = 0;
+			break;
+		}
+	}
+	for (i = 0; i < n; i += len) {
+		if (utf8)
+			len = redact_utf8(s, n, i, &cp);
+		else {
+			len = 1;
+			cp = s[i];
+		}
+		nu = 1;
+		u[0] = cp;
+		if (cp > 0xffff) {
+			u[0] = 0xd800 + ((cp - 0x10000) >> 10);
+			u[1] = 0xdc00 + ((cp - 0x10000) & 0x3ff);
+			nu = 2;
+		}
+		for (k = 0; k < nu; k++) {
+			e[0] = '\\';
+			e[1] = 'u';
+			e[2] = hex[u[k] >> 12 & 15];
+			e[3] = hex[u[k] >> 8 & 15];
+			e[4] = hex[u[k] >> 4 & 15];
+			e[5] = hex[u[k] & 15];
+			redact_put(out, &o, e, 6);
+		}
+	}
+	sodium_memzero(e, sizeof e);
+	cp = 0;
+	return o;
+}
+
 /* Hex-encode s. */
 static size_t
 redact_enc_hex(const unsigned char *s, size_t n, const char *hex, unsigned char *out)
@@ -448,9 +511,21 @@ redact_encode(int enc, const unsigned char *s, size_t n, unsigned char *out)
 	case ENC_B64URL_2:
 		return redact_enc_b64(s, n, (size_t)(enc - ENC_B64URL_0), b64_url, out);
 	case ENC_URL_UPPER:
-		return redact_enc_url(s, n, hex_upper, out);
+		return redact_enc_url(s, n, hex_upper, 0, out);
 	case ENC_URL_LOWER:
-		return redact_enc_url(s, n, hex_lower, out);
+		return redact_enc_url(s, n, hex_lower, 0, out);
+	case ENC_URL_ALL_UPPER:
+		return redact_enc_url(s, n, hex_upper, URL_ALL, out);
+	case ENC_URL_ALL_LOWER:
+		return redact_enc_url(s, n, hex_lower, URL_ALL, out);
+	case ENC_FORM_UPPER:
+		return redact_enc_url(s, n, hex_upper, URL_FORM, out);
+	case ENC_FORM_LOWER:
+		return redact_enc_url(s, n, hex_lower, URL_FORM, out);
+	case ENC_JSON_U_LOWER:
+		return redact_enc_json_u(s, n, hex_lower, out);
+	case ENC_JSON_U_UPPER:
+		return redact_enc_json_u(s, n, hex_upper, out);
 	case ENC_JSON:
 		return redact_enc_json(s, n, 0, out);
 	case ENC_JSON_SLASH:

@@ -13,14 +13,16 @@
  *     k filler bytes followed by S and keep only the characters whose six bits all
  *     come from S (no padding, nothing mixed with the filler or with what follows);
  *   - URL encoding: every byte outside A-Za-z0-9-._~ as %XX, upper-case hex and
- *     lower-case hex;
+ *     lower-case hex; every byte as %XX (both cases); form encoding
+ *     (application/x-www-form-urlencoded: a space as '+', the rest as above);
  *   - JSON string body: \" \\, \b \f \n \r \t, other bytes below 0x20 as \u00XX,
  *     in four variants ('/' as is or as \/, times \u00XX hex upper or lower case)
  *     plus Go's encoding/json form (also < > & as \u003c \u003e \u0026, which gh,
  *     a Go program, emits by default), and for secrets with non-ASCII characters
  *     the ASCII-only form (every non-ASCII character as \uXXXX, upper and lower
  *     case, surrogate pairs beyond U+FFFF: jansson's JSON_ENSURE_ASCII, Python's
- *     json.dumps);
+ *     json.dumps); and every character, ASCII too, as \uXXXX (both cases; a secret
+ *     that is not UTF-8 has each byte as \u00XX);
  *   - hex, lower and upper case.
  * Identical patterns are kept once; patterns shorter than REDACT_MIN_LEN are dropped.
  *
@@ -60,10 +62,11 @@
  * wiped when the last stream is freed; so are the bytes a stream holds back. The
  * automaton is a dense table over byte classes: (N + 1) * (C + 2) * 4 bytes plus
  * 64 KiB, where N is the number of distinct prefixes of the patterns (at most their
- * total length, typically 8 to 13 times the secret length for a token of letters
+ * total length, typically about 22 times the secret length for a token of letters
  * and digits) and C the number of distinct bytes they use plus one (about 70 for
- * such tokens). Measured: 152 KiB for one 40-byte GitHub token, 1.9 MiB for sixteen
- * tokens of 20 to 93 bytes (built in about 3 ms); building needs about as much
+ * such tokens). Measured: 332 KiB for one 40-byte GitHub token, 5.2 MiB for sixteen
+ * tokens of 20 to 93 bytes (built in about 9 ms; the every-character \uXXXX forms,
+ * six bytes per character, are most of it); building needs about as much
  * again, briefly. A stream costs a few pages. redact_new() refuses (E2BIG) an
  * automaton whose bound exceeds REDACT_MAX_AUTOMATON. Secrets that stay the same
  * across requests can share one automaton: keep the redact_new() object and give
@@ -72,9 +75,9 @@
  * Speed. One pass over the input whatever the number of patterns: a bigram filter
  * skips bytes that cannot start a pattern, an Aho-Corasick automaton runs where
  * they can. No allocation after construction. Measured on random printable text:
- * about 3.4 GB/s with one secret, 2.4 GB/s with sixteen; text built to look like
+ * about 3.5 GB/s with one secret, 2.5 GB/s with sixteen; text built to look like
  * the patterns (hex digits, prefixes of the secrets) runs at automaton speed,
- * 0.25-0.75 GB/s. See bench/bench_redact.c.
+ * 0.2-0.9 GB/s. See bench/bench_redact.c.
  */
 #ifndef SHIMBRIDGE_REDACT_H
 #define SHIMBRIDGE_REDACT_H

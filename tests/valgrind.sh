@@ -25,9 +25,11 @@ done
 
 # shellcheck source=tests/integration/lib.bash disable=SC1091
 . "$ROOT/tests/integration/lib.bash"
+# Stage what other users run (the checkout may be in a 0700 directory).
+sb_suite_begin
 # Our own runner: a starting daemon kills every process of its runner.
 SB_RUNNER=sbt-runner-vg
-RAW=$ROOT/tests/fixtures/rawpeer.py
+RAW=$SB_FIXTURES/rawpeer.py
 failures=0
 VG_PID=''
 
@@ -36,6 +38,7 @@ cleanup() {
 	pkill -KILL -u "$SB_RUNNER" 2>/dev/null
 	userdel "$SB_RUNNER" 2>/dev/null
 	[ -n "${SB_DIR:-}" ] && rm -rf "$SB_DIR"
+	sb_reap_suite
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -100,10 +103,10 @@ VGLOG=$SB_DIR/log/valgrind.log
 # valgrind refuses any setrlimit(NOFILE) whose hard value differs from it; children set
 # exactly 1024, so start with a soft limit of 1024.
 ulimit -Sn 1024
-valgrind --quiet --leak-check=full --show-leak-kinds=definite,possible \
+sb_bg valgrind --quiet --leak-check=full --show-leak-kinds=definite,possible \
 	--errors-for-leak-kinds=definite --error-exitcode=99 --child-silent-after-fork=yes \
 	--trace-children=no --num-callers=30 --log-file="$VGLOG" \
-	"$SB_BUILD/shimbridged" -c "$SB_CONFIG" >"$SB_DIR/log/daemon.log" 2>&1 3>&- &
+	"$SB_BUILD/shimbridged" -c "$SB_CONFIG" </dev/null >"$SB_DIR/log/daemon.log" 2>&1
 VG_PID=$!
 for _ in $(seq 600); do
 	[ -S "$SB_SOCK" ] && break

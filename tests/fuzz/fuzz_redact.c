@@ -21,7 +21,7 @@
 #define DATA_MAX	4096
 #define NSEC_MAX	4
 #define SEC_MAX		32
-#define NENC		18
+#define NENC		24
 #define PAT_MAX		(SEC_MAX * 6)	/* longest encoding: JSON \u00XX */
 #define MASKLEN		(sizeof REDACT_MASK - 1)
 
@@ -182,6 +182,49 @@ ref_json_ascii(const unsigned char *s, size_t n, int upper, unsigned char *out)
 	return o;
 }
 
+/*
+ * Reference every-character JSON: valid UTF-8 (as ref_json_ascii() decodes it) as one
+ * \uXXXX per code point, surrogate pairs above U+FFFF; anything else byte by byte.
+ */
+static size_t
+ref_json_u(const unsigned char *s, size_t n, int upper, unsigned char *out)
+{
+	unsigned char tmpout[PAT_MAX];
+	size_t i = 0, o = 0, k;
+	char tmp[16];
+	int utf8 = 1;
+
+	/* Valid UTF-8: ref_json_ascii() accepts it (or it is all ASCII). */
+	for (k = 0; k < n; k++)
+		if (s[k] >= 0x80)
+			break;
+	if (k < n && ref_json_ascii(s, n, 0, tmpout) == 0)
+		utf8 = 0;
+	while (i < n) {
+		unsigned long v = s[i];
+		size_t len = 1;
+
+		if (utf8 && s[i] >= 0x80) {
+			len = s[i] >= 0xf0 ? 4 : s[i] >= 0xe0 ? 3 : 2;
+			v = s[i] & (0x7f >> len);
+			for (k = 1; k < len; k++)
+				v = v << 6 | (s[i + k] & 0x3f);
+		}
+		if (v > 0xffff) {
+			snprintf(tmp, sizeof tmp, upper ? "\\u%04lX" : "\\u%04lx",
+			    0xd800 + ((v - 0x10000) >> 10));
+			memcpy(out + o, tmp, 6);
+			o += 6;
+			v = 0xdc00 + ((v - 0x10000) & 0x3ff);
+		}
+		snprintf(tmp, sizeof tmp, upper ? "\\u%04lX" : "\\u%04lx", v);
+		memcpy(out + o, tmp, 6);
+		o += 6;
+		i += len;
+	}
+	return o;
+}
+
 /* Reference encoder number enc (same numbering idea as the header's list). */
 static size_t
 ref_encode(int enc, const unsigned char *s, size_t n, unsigned char *out)
@@ -241,6 +284,29 @@ ref_encode(int enc, const unsigned char *s, size_t n, unsigned char *out)
 		return o;
 	case 16: case 17:
 		return ref_json_ascii(s, n, enc == 17, out);
+	case 18: case 19:	/* every byte %XX */
+		for (i = 0; i < n; i++) {
+			snprintf(tmp, sizeof tmp, enc == 18 ? "%%%02X" : "%%%02x", s[i]);
+			memcpy(out + o, tmp, 3);
+			o += 3;
+		}
+		return o;
+	case 20: case 21:	/* form: space as '+' */
+		for (i = 0; i < n; i++) {
+			if (s[i] == ' ')
+				out[o++] = '+';
+			else if (s[i] != 0 && strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			    "0123456789-._~", s[i]) != NULL)
+				out[o++] = s[i];
+			else {
+				snprintf(tmp, sizeof tmp, enc == 20 ? "%%%02X" : "%%%02x", s[i]);
+				memcpy(out + o, tmp, 3);
+				o += 3;
+			}
+		}
+		return o;
+	case 22: case 23:	/* every character \uXXXX */
+		return ref_json_u(s, n, enc == 23, out);
 	}
 	return 0;
 }

@@ -24,18 +24,20 @@ teardown_file() {
 	pkill -KILL -u "$SB_RUNNER" 2>/dev/null || true
 	userdel "$SB_RUNNER" >/dev/null 2>&1 || true
 	rm -rf "$SB_DIR"
+	sb_reap_suite
 }
 
 teardown() {
 	[ -z "${ACT_PID:-}" ] || { kill "$ACT_PID" 2>/dev/null; wait "$ACT_PID" 2>/dev/null || true; }
 	[ -z "${NOTIFY_PID:-}" ] || { kill "$NOTIFY_PID" 2>/dev/null; wait "$NOTIFY_PID" 2>/dev/null || true; }
 	ACT_PID= NOTIFY_PID=
+	sb_reap
 }
 
 # A datagram listener that appends each notification to a file, one per line.
 notify_listener() {
 	local sock=$1 out=$2
-	"$PY" - "$sock" "$out" <<'PYEOF' &
+	sb_bg "$PY" - "$sock" "$out" <<'PYEOF'
 import os, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
@@ -87,7 +89,7 @@ PYEOF
 	kill -TERM "$ACT_PID"
 	wait "$ACT_PID"
 	ACT_PID=
-	grep -qx STOPPING=1 "$out"
+	sb_wait_for 5 grep -qx STOPPING=1 "$out"
 }
 
 @test "an abstract socket from the service manager is refused: the daemon does not start" {

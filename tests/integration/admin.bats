@@ -64,7 +64,12 @@ teardown_file() {
 		rm -rf "$SB_DIR"
 	fi
 	sba_users_remove
+	sb_reap_suite
 	return "$rc"
+}
+
+teardown() {
+	sb_reap
 }
 
 # Every account and group this suite may have made (also after a crashed run).

@@ -40,6 +40,7 @@ EOF
 # Start the daemon and record its pid for the tests (each runs in its own process).
 core_start() {
 	sb_start 3>&-
+	sb_keep "$SB_PID"
 	echo "$SB_PID" >"$SB_DIR/daemon.pid"
 }
 
@@ -99,6 +100,7 @@ teardown_file() {
 	userdel "$SB_RUNNER" 2>/dev/null || true
 	sb_outsider_remove
 	[ "$rc" -ne 0 ] || rm -rf "$SB_DIR"
+	sb_reap_suite
 	return "$rc"
 }
 
@@ -109,17 +111,19 @@ setup() {
 
 # After every test: nothing of the runner left, the daemon alive.
 teardown() {
+	local rc=0
 	if ! sb_wait_for 3 sb_no_runner; then
 		echo "runner processes outlived the test:" >&2
 		ps -o pid,ppid,pgid,sid,stat,etime,args -u "$SB_RUNNER" >&2 || true
 		pkill -KILL -u "$SB_RUNNER" || true
-		return 1
-	fi
-	if ! kill -0 "$SB_PID" 2>/dev/null; then
+		rc=1
+	elif ! kill -0 "$SB_PID" 2>/dev/null; then
 		echo "the daemon died:" >&2
 		tail -n 30 "$SB_DIR/log/daemon.log" >&2
-		return 1
+		rc=1
 	fi
+	sb_reap
+	return "$rc"
 }
 
 # The first pid of USER whose command line holds MARK, waiting up to 5 s for it.

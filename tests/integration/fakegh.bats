@@ -4,7 +4,7 @@
 
 load lib	# sb_fakegh_kill; nothing of the bridge is used here
 
-FIXTURES="$BATS_TEST_DIRNAME/../fixtures"
+FIXTURES=$SB_FIXTURES
 REPO=octo-org/widgets
 
 setup_file() {
@@ -17,10 +17,10 @@ setup_file() {
 	export FAKEGH_TOKEN="fakegh-tok-$$-$RANDOM$RANDOM"
 	# Token via a file so it does not show up in the server's argv.
 	(umask 077 && printf '%s\n' "$FAKEGH_TOKEN" >"$FAKEGH_DIR/token")
-	/usr/bin/python3 "$FIXTURES/fakegh.py" --cert "$FAKEGH_DIR/certs/server.pem" \
+	sb_bg /usr/bin/python3 "$FIXTURES/fakegh.py" --cert "$FAKEGH_DIR/certs/server.pem" \
 		--key "$FAKEGH_DIR/certs/server.key" --token-file "$FAKEGH_DIR/token" \
 		--port-file "$FAKEGH_DIR/port" --log "$FAKEGH_DIR/requests.log" \
-		</dev/null >"$FAKEGH_DIR/server.out" 2>"$FAKEGH_DIR/server.err" 3>&- &
+		</dev/null >"$FAKEGH_DIR/server.out" 2>"$FAKEGH_DIR/server.err"
 	echo $! >"$FAKEGH_DIR/pid"
 	local _
 	for _ in $(seq 100); do
@@ -38,9 +38,15 @@ setup_file() {
 }
 
 teardown_file() {
-	[ -n "${FAKEGH_DIR:-}" ] || return 0
-	sb_fakegh_kill "$FAKEGH_DIR"
-	rm -rf "$FAKEGH_DIR"
+	if [ -n "${FAKEGH_DIR:-}" ]; then
+		sb_fakegh_kill "$FAKEGH_DIR"
+		rm -rf "$FAKEGH_DIR"
+	fi
+	sb_reap_suite
+}
+
+teardown() {
+	sb_reap
 }
 
 # ghx [VAR=VALUE...] ARGS... — run the real gh against fakegh, in an empty directory

@@ -34,6 +34,7 @@ teardown_file() {
 	pkill -KILL -u "$SB_RUNNER" 2>/dev/null || true
 	userdel "$SB_RUNNER" 2>/dev/null || true
 	rm -rf "$SB_DIR"
+	sb_reap_suite
 }
 
 # f_config [LIMITS-JSON]: the suite's config with these limits.
@@ -80,6 +81,7 @@ teardown() {
 	fi
 	# Fresh log per test, so sanitizer and message checks see only this test.
 	: >"$SB_DIR/log/daemon.log"
+	sb_reap
 	return "$rc"
 }
 

@@ -8,7 +8,7 @@
 bats_require_minimum_version 1.5.0
 load lib
 
-FIXTURES="$BATS_TEST_DIRNAME/../fixtures"
+FIXTURES=$SB_FIXTURES
 
 setup_file() {
 	[ -x /usr/bin/gh ] || skip "gh is not installed"
@@ -73,7 +73,12 @@ teardown_file() {
 		rm -rf "$SB_DIR"
 	fi
 	as sbt-alice rm -rf repo other 2>/dev/null || true
+	sb_reap_suite
 	return "$rc"
+}
+
+teardown() {
+	sb_reap
 }
 
 # gha ARGS... — gh through the shim as sbt-alice, from her home directory. Sets

@@ -61,9 +61,9 @@ setup_file() {
 	git -C "$GB_UP/seed" -c user.name=Up -c user.email=up@example.com commit -q -m init
 	git -C "$GB_UP/seed" push -q "$GB_UPREPO" main
 	git -C "$GB_UP/seed" push -q "$GB_UP/root/octo/other.git" main
-	"$PY" "$SB_FIXTURES/githttp.py" --root "$GB_UP/root" --token-file "$GB_UP/token" \
+	sb_bg "$PY" "$SB_FIXTURES/githttp.py" --root "$GB_UP/root" --token-file "$GB_UP/token" \
 		--port-file "$GB_UP/port" --log "$GB_UP/requests.log" \
-		</dev/null >"$GB_UP/server.out" 2>&1 3>&- &
+		</dev/null >"$GB_UP/server.out" 2>&1
 	echo $! >"$GB_UP/pid"
 	# A second host whose token begins with "0000", the bytes that end every pkt-line
 	# message (a flush): output held back as a possible start of the token would stall
@@ -72,16 +72,16 @@ setup_file() {
 	mkdir -p "$GB_UP/zero"
 	(umask 077 && printf '%s' "$GB_ZTOKEN" >"$SB_DIR/etc/zero-token" &&
 		printf '%s' "$GB_ZTOKEN" >"$GB_UP/zero/token")
-	"$PY" "$SB_FIXTURES/githttp.py" --root "$GB_UP/root" --token-file "$GB_UP/zero/token" \
+	sb_bg "$PY" "$SB_FIXTURES/githttp.py" --root "$GB_UP/root" --token-file "$GB_UP/zero/token" \
 		--port-file "$GB_UP/zero/port" --log "$GB_UP/zero/requests.log" \
-		</dev/null >"$GB_UP/zero/server.out" 2>&1 3>&- &
+		</dev/null >"$GB_UP/zero/server.out" 2>&1
 	echo $! >"$GB_UP/zero/pid"
 
 	# A trap for proxies and URL rewrites: any connection to it is recorded.
 	GB_SPY=$SB_DIR/spy
 	mkdir -p "$GB_SPY"
-	"$PY" "$SB_FIXTURES/tcpspy.py" --port-file "$GB_SPY/port" --log "$GB_SPY/log" \
-		</dev/null >"$GB_SPY/out" 2>&1 3>&- &
+	sb_bg "$PY" "$SB_FIXTURES/tcpspy.py" --port-file "$GB_SPY/port" --log "$GB_SPY/log" \
+		</dev/null >"$GB_SPY/out" 2>&1
 	echo $! >"$GB_SPY/pid"
 	sb_wait_for 10 test -s "$GB_UP/port"
 	sb_wait_for 10 test -s "$GB_SPY/port"
@@ -156,6 +156,7 @@ teardown_file() {
 	userdel "$SB_RUNNER" 2>/dev/null || true
 	rm -rf "${GB_W_alice:-/nonexistent}" "${GB_W_bob:-/nonexistent}" "${GB_MK:-/nonexistent}"
 	rm -rf "$SB_DIR"
+	sb_reap_suite
 	return "$rc"
 }
 
@@ -185,6 +186,7 @@ teardown() {
 		ps -o pid,ppid,stat,args -p "$(gb_runner_pids | paste -sd,)" >&2
 		rc=1
 	fi
+	sb_reap
 	return "$rc"
 }
 
@@ -212,6 +214,7 @@ gb_canary() {
 gb_arm_kit() {
 	local a h k v spy=http://127.0.0.1:$GB_SPYPORT up=http://127.0.0.1:$GB_UPPORT
 	GB_MK=$(mktemp -d /tmp/sbt-gb-mark.XXXXXX)
+	_sb_record "dir $GB_MK"
 	chmod 1777 "$GB_MK"
 	GB_ARM=$SB_DIR/arm
 	a=$GB_ARM

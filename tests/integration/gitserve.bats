@@ -8,13 +8,11 @@
 # Note: bash's errexit ignores "! cmd", so negations are written "! cmd || false".
 
 bats_require_minimum_version 1.5.0
+load lib	# staging, sb_bg, sb_reap; nothing of the bridge is used here
 
 setup_file() {
 	export ROOT_DIR BIN T TOKEN PORT FIXTURES
 	ROOT_DIR="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
-	FIXTURES="$ROOT_DIR/tests/fixtures"
-	# SHIMBRIDGE_GIT_BIN=/abs/build/san/shimbridge-git runs the suite on another build.
-	BIN="${SHIMBRIDGE_GIT_BIN:-$ROOT_DIR/build/shimbridge-git}"
 	# The Makefile target needs all of common/ to build; fall back to the file set this
 	# program actually uses.
 	if [ -z "${SHIMBRIDGE_GIT_BIN:-}" ] &&
@@ -22,15 +20,21 @@ setup_file() {
 		mkdir -p "$ROOT_DIR/build"
 		gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow \
 		    -Wstrict-prototypes -Wmissing-prototypes -I"$ROOT_DIR/common" \
-		    "$ROOT_DIR"/gitserve/*.c "$ROOT_DIR/common/util.c" -o "$BIN"
+		    "$ROOT_DIR"/gitserve/*.c "$ROOT_DIR/common/util.c" -o "$ROOT_DIR/build/shimbridge-git"
 	fi
+	# Staged copies (the checkout may be unreachable for "nobody"): again, after a build.
+	sb_stage
+	FIXTURES=$SB_FIXTURES
+	# SHIMBRIDGE_GIT_BIN=/abs/build/san/shimbridge-git runs the suite on another build.
+	BIN="${SHIMBRIDGE_GIT_BIN:-$SB_STAGE/build/shimbridge-git}"
 	T="$(mktemp -d /tmp/gitserve-bats.XXXXXX)"
+	_sb_record "dir $T"
 	chmod 755 "$T"
 	TOKEN="ghs_TeSt$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 	mkdir -p "$T/root/owner"
 	(umask 077 && printf '%s\n' "$TOKEN" >"$T/token")
-	/usr/bin/python3 "$FIXTURES/githttp.py" --root "$T/root" --token-file "$T/token" \
-	    --port-file "$T/port" --log "$T/log.jsonl" >/dev/null 2>"$T/server.err" 3>&- &
+	sb_bg /usr/bin/python3 "$FIXTURES/githttp.py" --root "$T/root" --token-file "$T/token" \
+	    --port-file "$T/port" --log "$T/log.jsonl" >/dev/null 2>"$T/server.err"
 	echo $! >"$T/server.pid"
 	for _ in $(seq 100); do
 		[ -s "$T/port" ] && break
@@ -44,6 +48,7 @@ teardown_file() {
 		kill "$(cat "$T/server.pid")" 2>/dev/null || true
 	fi
 	rm -rf "$T"
+	sb_reap_suite
 }
 
 setup() {
@@ -74,12 +79,15 @@ setup() {
 }
 
 teardown() {
+	local rc=0
 	# Whatever happened, the client must never have seen the token.
 	if grep -qF "$TOKEN" "$CLIENT_LOG"; then
 		echo "TOKEN LEAKED to the client:" >&2
 		grep -F "$TOKEN" "$CLIENT_LOG" >&2
-		return 1
+		rc=1
 	fi
+	sb_reap
+	return "$rc"
 }
 
 # make_wrapper FILE TOKEN PROTOCOL [RUNAS...]: the daemon's role, env built from nothing.

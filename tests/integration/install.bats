@@ -59,6 +59,7 @@ teardown_file() {
 		rm -rf "$SB_DIR"
 	fi
 	sbi_users_remove
+	sb_reap_suite
 	return "$rc"
 }
 
@@ -78,6 +79,10 @@ sbi_sys_cleanup() {
 	rm -rf /etc/shimbridge /var/lib/shimbridge /var/log/shimbridge /run/shimbridge \
 		"$SBI_SYS_PREFIX"
 	rm -f "$SB_DIR/sys-install"
+}
+
+teardown() {
+	sb_reap
 }
 
 # Remove every account this suite may have made (also after a crashed run).

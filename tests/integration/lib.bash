@@ -17,22 +17,313 @@ SB_GROUP=sbt-sock
 SB_RUNNER=sbt-runner
 PY=/usr/bin/python3
 
-# Create the users and group if missing.
+# ---- Isolation: a checkout anywhere, nothing left running, every test time-limited -----
+# The checkout may live in a 0700 directory (/root, mktemp -d) that the runner and the
+# session users cannot enter, so what they exec or read (tests/fixtures, the programs in
+# $SB_BUILD) is staged when a suite starts into $SB_STAGE: a root-owned copy under /tmp,
+# directories 0755, files 0644/0755. SB_FIXTURES and SB_BUILD point into it; tests use only
+# those, never $SB_ROOT/tests/fixtures or $SB_ROOT/build for what another user runs.
+#
+# Every process a suite starts carries SB_PROC_TAG=SUITE/file (setup_file) or SUITE/tN
+# (test N) in its environment. Long-lived processes start with sb_bg: their own process
+# group, recorded, and no fd above 2 (bats waits for EOF on its fd 3: a daemon holding it
+# hangs the run). teardown ends with sb_reap (kills what this test left running),
+# teardown_file with sb_reap_suite (what the suite left, and the stage). A suite starting,
+# and tests/run-all after each suite, run sb_sweep: it kills and removes whatever runs
+# whose bats process is gone (crashed, killed by a timeout) left behind.
+# Each test has a hard time limit, BATS_TEST_TIMEOUT seconds (a suite may set its own
+# before `load lib`).
+
+umask 022
+: "${BATS_TEST_TIMEOUT:=120}"
+export BATS_TEST_TIMEOUT
+SB_REG=/tmp/sb-itest.reg
+
+# Start time (clock ticks since boot) of process $1; fails when there is none.
+_sb_start_time() {
+	local s
+	{ read -r s <"/proc/$1/stat"; } 2>/dev/null || return 1
+	s=${s##*) }
+	# shellcheck disable=SC2086
+	set -- $s
+	printf '%s\n' "${20}"
+}
+
+# Whether "PID.START" ($1) names a process that still runs.
+_sb_id_alive() {
+	[ "$(_sb_start_time "${1%%.*}" 2>/dev/null)" = "${1#*.}" ]
+}
+
+# Append a line ("dir PATH" or "proc PID.START") to this suite's record.
+_sb_record() {
+	[ -n "${SB_SUITE_ID:-}" ] && [ -d "$SB_REG" ] || return 0
+	printf '%s\n' "$*" >>"$SB_REG/$SB_SUITE_ID"
+}
+
+# Pids (one a line) of the processes whose SB_PROC_TAG matches the glob $1, except this
+# shell, its ancestors, and the pids $2... with their descendants.
+_sb_tagged() {
+	local pat=$1 line pid tag q p
+	shift
+	local -A parent=() skip=()
+	while read -r p q; do parent[$p]=$q; done < <(ps -e -o pid=,ppid=)
+	q=$BASHPID
+	while [ -n "$q" ] && [ "$q" != 0 ]; do skip[$q]=1; q=${parent[$q]:-}; done
+	skip[$$]=1
+	for p in "$@"; do
+		[ -n "$p" ] || continue
+		skip[$p]=1
+		for q in "${!parent[@]}"; do
+			[ "${parent[$q]}" = "$p" ] && skip[$q]=1
+		done
+	done
+	while IFS= read -r -d '' line; do
+		pid=${line#/proc/}
+		pid=${pid%%/*}
+		tag=${line#*:SB_PROC_TAG=}
+		# shellcheck disable=SC2053
+		[[ $tag == $pat ]] || continue
+		[ -z "${skip[$pid]:-}" ] && printf '%s\n' "$pid"
+	done < <(env -u SB_PROC_TAG grep -Hsaoz '^SB_PROC_TAG=.*' /proc/[0-9]*/environ)
+}
+
+# Whether process $1 exists and is not a zombie.
+_sb_running() {
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $st != Z* ]]
+}
+
+# Kill the processes $1..., each with its process group when it leads one: TERM, then
+# KILL after 2 s. Reaps them when they are this shell's children.
+_sb_kill() {
+	local p n left
+	[ $# -gt 0 ] || return 0
+	for p in "$@"; do
+		[ "$(ps -o pgid= -p "$p" 2>/dev/null | tr -d ' ')" = "$p" ] && kill -TERM -- "-$p" 2>/dev/null
+		kill -TERM "$p" 2>/dev/null
+	done
+	for n in $(seq 40); do
+		left=0
+		for p in "$@"; do _sb_running "$p" && { left=1; break; }; done
+		[ "$left" = 0 ] && break
+		sleep 0.05
+	done
+	for p in "$@"; do
+		[ "$(ps -o pgid= -p "$p" 2>/dev/null | tr -d ' ')" = "$p" ] && kill -KILL -- "-$p" 2>/dev/null
+		kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	return 0
+}
+
+# sb_bg CMD...: start CMD in the background, as `CMD &` would ($! is its pid after), in its
+# own process group, with fds 0-2 only (0 is the caller's: redirect it, e.g. </dev/null or
+# a here-document), recorded for sb_reap / sb_reap_suite.
+sb_bg() {
+	(
+		for f in "/proc/$BASHPID"/fd/*; do
+			fd=${f##*/}
+			[ "$fd" -gt 2 ] && [ -e "$f" ] && eval "exec $fd>&-"
+		done
+		exec setsid "$@"
+	) <&0 &
+	_sb_record "proc $!.$(_sb_start_time $!)"
+}
+
+# sb_keep PID: a process a test starts for the tests after it (a restarted daemon):
+# sb_reap leaves it, sb_reap_suite ends it.
+sb_keep() {
+	_sb_record "keep $1.$(_sb_start_time "$1")"
+}
+
+# Kill what this test started and left running (call last in teardown, whatever failed
+# before), except what sb_keep kept. Prints what it had to kill.
+sb_reap() {
+	local pids kind what keep=()
+	if [ -n "${SB_SUITE_ID:-}" ] && [ -f "$SB_REG/$SB_SUITE_ID" ]; then
+		while read -r kind what; do
+			[ "$kind" = keep ] && _sb_id_alive "$what" && keep+=("${what%%.*}")
+		done <"$SB_REG/$SB_SUITE_ID"
+	fi
+	# killer_pid / BATS_killer_pid: bats' own time-limit watchdog, which carries our tag.
+	pids=$(_sb_tagged "${SB_PROC_TAG:-none}" "${killer_pid:-}" "${BATS_killer_pid:-}" "${keep[@]}")
+	[ -n "$pids" ] || return 0
+	echo "sb_reap: killing what the test left running:" >&2
+	# shellcheck disable=SC2086
+	ps -o pid,pgid,user,args -p "$(echo $pids | tr ' ' ,)" >&2 || true
+	# shellcheck disable=SC2086
+	_sb_kill $pids
+}
+
+# Kill what the suite left running, remove its stage and record (call last in teardown_file).
+sb_reap_suite() {
+	[ -n "${SB_SUITE_ID:-}" ] || return 0
+	local pids
+	pids=$(_sb_tagged "$SB_SUITE_ID/*")
+	if [ -n "$pids" ]; then
+		echo "sb_reap_suite: killing what the suite left running:" >&2
+		# shellcheck disable=SC2086
+		ps -o pid,pgid,user,args -p "$(echo $pids | tr ' ' ,)" >&2 || true
+		# shellcheck disable=SC2086
+		_sb_kill $pids
+	fi
+	# Whatever else still writes to bats' output pipe (our fd 3) would keep the run
+	# waiting for EOF: untagged processes, such as a session user's, that inherited it.
+	pids=$(_sb_pipe_writers 3)
+	if [ -n "$pids" ]; then
+		echo "sb_reap_suite: killing processes that hold bats' output open:" >&2
+		# shellcheck disable=SC2086
+		ps -o pid,pgid,user,args -p "$(echo $pids | tr ' ' ,)" >&2 || true
+		# shellcheck disable=SC2086
+		_sb_kill $pids
+	fi
+	[ -n "${SB_STAGE:-}" ] && rm -rf "$SB_STAGE"
+	rm -f "$SB_REG/$SB_SUITE_ID"
+	return 0
+}
+
+# Pids, other than this shell and its ancestors, that hold the pipe of our fd $1 open
+# for writing.
+_sb_pipe_writers() {
+	local pipe pat fd pid flags q p
+	pipe=$(readlink "/proc/$BASHPID/fd/$1" 2>/dev/null) || return 0
+	case $pipe in pipe:*) ;; *) return 0 ;; esac
+	local -A skip=()
+	q=$BASHPID
+	while [ -n "$q" ] && [ "$q" != 0 ]; do
+		skip[$q]=1
+		q=$(ps -o ppid= -p "$q" 2>/dev/null | tr -d ' ')
+	done
+	pat=${pipe//[/\\[}
+	pat=${pat//]/\\]}
+	while read -r fd; do
+		pid=${fd#/proc/}
+		pid=${pid%%/*}
+		[ -z "${skip[$pid]:-}" ] || continue
+		flags=$(sed -n 's/^flags:[[:space:]]*//p' "/proc/$pid/fdinfo/${fd##*/}" 2>/dev/null)
+		# O_WRONLY or O_RDWR: the low two bits of the octal flags
+		[ $((8#${flags:-0} & 3)) -ne 0 ] && p+=" $pid"
+	done < <(find /proc/[0-9]*/fd -lname "$pat" 2>/dev/null)
+	# shellcheck disable=SC2086
+	[ -z "${p:-}" ] || printf '%s\n' $p | sort -u
+}
+
+# Clean up after runs whose bats process is gone: kill their tagged and recorded
+# processes (with their process groups), remove their recorded directories. Prints what
+# it found; exits 2 if it killed a process, 1 if it only removed directories, else 0.
+sb_sweep() {
+	local f id kind what found=0 p pids=()
+	[ -d "$SB_REG" ] || { mkdir "$SB_REG" && chmod 700 "$SB_REG"; }
+	for f in "$SB_REG"/*; do
+		[ -f "$f" ] || continue
+		id=${f##*/}
+		_sb_id_alive "$id" && continue
+		while read -r kind what; do
+			case $kind in
+			proc) _sb_id_alive "$what" && pids+=("${what%%.*}") ;;
+			dir) [ -d "$what" ] && { rm -rf "$what"; echo "sb_sweep: removed $what" >&2; } ;;
+			esac
+		done <"$f"
+		rm -f "$f"
+		found=1
+	done
+	while read -r p; do
+		[ -n "$p" ] && pids+=("$p")
+	done < <(_sb_tagged '*' | while read -r p; do
+		id=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^SB_PROC_TAG=//p')
+		id=${id%%/*}
+		[ -n "$id" ] && ! _sb_id_alive "$id" && echo "$p"
+	done)
+	if [ ${#pids[@]} -gt 0 ]; then
+		echo "sb_sweep: killing processes left by an earlier run:" >&2
+		ps -o pid,pgid,user,args -p "$(IFS=,; echo "${pids[*]}")" >&2 || true
+		_sb_kill "${pids[@]}"
+		return 2
+	fi
+	[ "$found" = 0 ]
+}
+
+# Copy into $SB_STAGE what other users exec or read: tests/fixtures, and the programs of
+# $SB_BUILD (and of its parent for a build/san). Again after a rebuild: it recopies.
+sb_stage() {
+	local src=${SB_BUILD_SRC:-$SB_BUILD}
+	mkdir -p "$SB_STAGE/fixtures" "$SB_STAGE/build"
+	cp -R "$SB_ROOT/tests/fixtures/." "$SB_STAGE/fixtures/"
+	case $src in
+	*/san) _sb_stage_progs "${src%/san}" "$SB_STAGE/build"
+		_sb_stage_progs "$src" "$SB_STAGE/build/san"
+		SB_BUILD=$SB_STAGE/build/san ;;
+	*) _sb_stage_progs "$src" "$SB_STAGE/build"
+		SB_BUILD=$SB_STAGE/build ;;
+	esac
+	chown -R 0:0 "$SB_STAGE"
+	chmod -R u=rwX,go=rX "$SB_STAGE"
+	SB_FIXTURES=$SB_STAGE/fixtures
+	export SB_STAGE SB_BUILD SB_FIXTURES
+}
+
+# Copy the executables at the top of build directory $1 into $2.
+_sb_stage_progs() {
+	local f
+	mkdir -p "$2"
+	[ -d "$1" ] || return 0
+	for f in "$1"/*; do
+		[ -f "$f" ] && [ -x "$f" ] && cp "$f" "$2/"
+	done
+	return 0
+}
+
+# Begin a suite (bats runs this when a .bats file loads lib in its setup_file process;
+# scripts call it themselves): clean up after dead runs, name the suite, tag its
+# processes, stage.
+sb_suite_begin() {
+	sb_sweep || true
+	SB_SUITE_ID=$$.$(_sb_start_time $$)
+	SB_PROC_TAG=$SB_SUITE_ID/file
+	SB_BUILD_SRC=$SB_BUILD
+	SB_STAGE=$(mktemp -d /tmp/sbt-stage.XXXXXX)
+	chmod 755 "$SB_STAGE"
+	: >"$SB_REG/$SB_SUITE_ID"
+	_sb_record "dir $SB_STAGE"
+	export SB_SUITE_ID SB_PROC_TAG SB_BUILD_SRC
+	sb_stage
+	cd "$SB_STAGE" || return 1
+}
+
+if [ -n "${BATS_TEST_FILENAME:-}" ] && [ -z "${BATS_TEST_NAME:-}" ] &&
+    { [ -z "${SB_SUITE_ID:-}" ] || ! _sb_id_alive "$SB_SUITE_ID"; }; then
+	sb_suite_begin
+elif [ -n "${BATS_TEST_NAME:-}" ] && [ -n "${SB_SUITE_ID:-}" ]; then
+	SB_PROC_TAG=$SB_SUITE_ID/t${BATS_SUITE_TEST_NUMBER:-${BATS_TEST_NUMBER:-0}}
+	export SB_PROC_TAG
+fi
+# Work from the stage, not the checkout: commands run as other users (runuser) start
+# in the current directory, which they may not be able to enter.
+if [ -n "${BATS_TEST_FILENAME:-}" ] && [ -n "${SB_STAGE:-}" ] && [ -d "$SB_STAGE" ]; then
+	cd "$SB_STAGE" || true
+fi
+SB_FIXTURES=${SB_FIXTURES:-$SB_ROOT/tests/fixtures}
+
+# Create the users and group afresh: whatever a crashed earlier run left (processes,
+# homes, suite-specific sbt-* users such as sbt-eve or sbt-runner-act) is removed first.
 sb_users() {
-	getent group "$SB_GROUP" >/dev/null || groupadd "$SB_GROUP"
-	id "$SB_RUNNER" >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$SB_RUNNER"
+	sb_users_remove
+	groupadd "$SB_GROUP"
+	useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$SB_RUNNER"
 	local u
 	for u in sbt-alice sbt-bob sbt-mallory; do
-		id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash -G "$SB_GROUP" "$u"
+		useradd -m -s /bin/bash -G "$SB_GROUP" "$u"
 	done
 }
 
-# Remove users, group and their homes.
+# Remove every sbt-* user (with its processes and home) and the group.
 sb_users_remove() {
 	local u
-	for u in sbt-alice sbt-bob sbt-mallory "$SB_RUNNER"; do
+	for u in $(getent passwd | cut -d: -f1 | grep -E '^sbt-') "$SB_RUNNER"; do
+		id "$u" >/dev/null 2>&1 || continue
 		pkill -KILL -u "$u" 2>/dev/null || true
-		userdel -r "$u" >/dev/null 2>&1 || userdel "$u" >/dev/null 2>&1 || true
+		sb_wait_for 5 eval "! pgrep -u '$u' >/dev/null" || true
+		userdel -r "$u" >/dev/null 2>&1 || userdel -f "$u" >/dev/null 2>&1 || true
 	done
 	groupdel "$SB_GROUP" >/dev/null 2>&1 || true
 }
@@ -41,6 +332,7 @@ sb_users_remove() {
 sb_tree() {
 	SB_DIR=$(mktemp -d /tmp/sbt.XXXXXX)
 	chmod 755 "$SB_DIR"
+	_sb_record "dir $SB_DIR"
 	mkdir -p "$SB_DIR/etc/sessions.d" "$SB_DIR/run" "$SB_DIR/state" "$SB_DIR/log" "$SB_DIR/bin"
 	chmod 755 "$SB_DIR/run" "$SB_DIR/bin"
 	chmod 700 "$SB_DIR/etc" "$SB_DIR/log"
@@ -79,12 +371,14 @@ sb_config_head() {
 
 # Start the daemon in the background and wait for its socket.
 sb_start() {
-	"$SB_BUILD/shimbridged" -c "$SB_CONFIG" "$@" >>"$SB_DIR/log/daemon.log" 2>&1 &
+	local i old
+	# A socket left by a killed daemon is not the new one: wait for a new file.
+	old=$(stat -c '%i %z' "$SB_SOCK" 2>/dev/null) || old=none
+	sb_bg "$SB_BUILD/shimbridged" -c "$SB_CONFIG" "$@" </dev/null >>"$SB_DIR/log/daemon.log" 2>&1
 	SB_PID=$!
 	export SB_PID
-	local i
 	for i in $(seq 1 100); do
-		[ -S "$SB_SOCK" ] && return 0
+		[ -S "$SB_SOCK" ] && [ "$(stat -c '%i %z' "$SB_SOCK" 2>/dev/null)" != "$old" ] && return 0
 		kill -0 "$SB_PID" 2>/dev/null || { cat "$SB_DIR/log/daemon.log" >&2; return 1; }
 		sleep 0.05
 	done
@@ -147,13 +441,13 @@ sb_fakegh_run() {
 	shift 2
 	mkdir -p "$dir"
 	chmod 700 "$dir"
-	sh "$SB_ROOT/tests/fixtures/mkcerts.sh" "$SB_DIR/certs" || return 1
+	sh "$SB_FIXTURES/mkcerts.sh" "$SB_DIR/certs" || return 1
 	chmod 755 "$SB_DIR/certs"
 	(umask 077 && printf '%s\n' "$token" >"$dir/token" && : >"$dir/requests.log")
-	"$PY" "$SB_ROOT/tests/fixtures/fakegh.py" --cert "$SB_DIR/certs/server.pem" \
+	sb_bg "$PY" "$SB_FIXTURES/fakegh.py" --cert "$SB_DIR/certs/server.pem" \
 		--key "$SB_DIR/certs/server.key" --token-file "$dir/token" \
 		--port-file "$dir/port" --log "$dir/requests.log" "$@" \
-		</dev/null >"$dir/server.out" 2>"$dir/server.err" 3>&- &
+		</dev/null >"$dir/server.out" 2>"$dir/server.err"
 	pid=$!
 	echo "$pid" >"$dir/pid"
 	for _ in $(seq 100); do
@@ -223,7 +517,6 @@ sb_refute_contains() {
 
 # ---- Added for core.bats and faults.bats (append-only section) ----
 
-SB_FIXTURES=$SB_ROOT/tests/fixtures
 SB_OUTSIDER=sbt-eve
 
 # Older Makefiles put the sanitized shim's objects in build/san/shim/, so the binary

@@ -8,7 +8,7 @@
 bats_require_minimum_version 1.5.0
 load lib
 
-FIXTURES="$BATS_TEST_DIRNAME/../fixtures"
+FIXTURES=$SB_FIXTURES
 PRINTSECRET="$FIXTURES/tools/printsecret"
 
 # A value that makes every encoding differ from the others: '/', '+', '?', '=',
@@ -131,12 +131,14 @@ EOF
 
 teardown_file() {
 	local rc=0
-	if [ -s "${SB_DIR:-/nonexistent}/dump.pid" ]; then
-		kill -KILL "$(cat "$T/dump.pid")" 2>/dev/null || true
-	fi
 	sb_stop || rc=$?
 	[ -n "${SB_DIR:-}" ] && rm -rf "$SB_DIR"
+	sb_reap_suite
 	return "$rc"
+}
+
+teardown() {
+	sb_reap
 }
 
 # ps_tool SECRET — a printsecret tool entry with PS_SECRET from SECRET.
@@ -491,9 +493,8 @@ audit_since() {
 EOF
 	echo '{"name": "alice", "user": "sbt-alice", "tools": ["ps_file"]}' >"$d/sessions.d/alice.json"
 	chmod 600 "$SB_DIR/etc/dump.json" "$d/sessions.d/alice.json"
-	"$SB_BUILD/shimbridged" -c "$SB_DIR/etc/dump.json" >"$d/daemon.log" 2>&1 &
+	sb_bg "$SB_BUILD/shimbridged" -c "$SB_DIR/etc/dump.json" </dev/null >"$d/daemon.log" 2>&1
 	pid=$!
-	echo "$pid" >"$T/dump.pid"
 	for _ in $(seq 100); do
 		[ -S "$d/run/bridge.sock" ] && break
 		sleep 0.05
@@ -507,7 +508,6 @@ EOF
 	[ "$(cat "$T/out")" = "$(sha "$S_FILE")" ]
 	kill -TERM "$pid"
 	wait "$pid"
-	rm -f "$T/dump.pid"
 	run ! grep -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$d/daemon.log"
 	[ "$v" = 0 ]
 	# A session user cannot read the main daemon's environ (the env source's value

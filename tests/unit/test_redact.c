@@ -77,8 +77,32 @@ static const struct enc_case enc_cases[] = {
 	{ "hex upper",
 	    "hex:7333637233742F546F6B2B656E225C0A011B3C263E7E207A3F\012",
 	    "hex:[REDACTED]\012" },
+	{ "url every byte upper",
+	    "q=%73%33%63%72%33%74%2F%54%6F%6B%2B%65%6E%22%5C%0A%01%1B%3C%26%3E%7E%2"
+	    "0%7A%3F&x=1",
+	    "q=[REDACTED]&x=1" },
+	{ "url every byte lower",
+	    "q=%73%33%63%72%33%74%2f%54%6f%6b%2b%65%6e%22%5c%0a%01%1b%3c%26%3e%7e%2"
+	    "0%7a%3f&x=1",
+	    "q=[REDACTED]&x=1" },
+	{ "form upper",
+	    "q=s3cr3t%2FTok%2Ben%22%5C%0A%01%1B%3C%26%3E~+z%3F&x=1",
+	    "q=[REDACTED]&x=1" },
+	{ "form lower",
+	    "q=s3cr3t%2fTok%2ben%22%5c%0a%01%1b%3c%26%3e~+z%3f&x=1",
+	    "q=[REDACTED]&x=1" },
+	{ "json every char \\u lower",
+	    "{\"t\":\"\\u0073\\u0033\\u0063\\u0072\\u0033\\u0074\\u002f\\u0054\\u00"
+	    "6f\\u006b\\u002b\\u0065\\u006e\\u0022\\u005c\\u000a\\u0001\\u001b\\u00"
+	    "3c\\u0026\\u003e\\u007e\\u0020\\u007a\\u003f\"}",
+	    "{\"t\":\"[REDACTED]\"}" },
+	{ "json every char \\u upper",
+	    "{\"t\":\"\\u0073\\u0033\\u0063\\u0072\\u0033\\u0074\\u002F\\u0054\\u00"
+	    "6F\\u006B\\u002B\\u0065\\u006E\\u0022\\u005C\\u000A\\u0001\\u001B\\u00"
+	    "3C\\u0026\\u003E\\u007E\\u0020\\u007A\\u003F\"}",
+	    "{\"t\":\"[REDACTED]\"}" },
 };
-#define ENC_SECRET_PATTERNS 15
+#define ENC_SECRET_PATTERNS 21
 
 /* A secret whose base64 has '+' and '/' at every offset, so both alphabets count. */
 static const unsigned char b64_secret[] = "ok\377\376\373\357\276\373\377\277>>\?\?";
@@ -102,7 +126,7 @@ static const struct enc_case b64_cases[] = {
 	    "b64=eHlva__------_-_Pj4_PyE=.",
 	    "b64=eHl[REDACTED]yE=." },
 };
-#define B64_SECRET_PATTERNS 12
+#define B64_SECRET_PATTERNS 16
 
 /* Sixteen secrets: A is a prefix of B, C overlaps A's end, E overlaps D's end. */
 static const char *const many_secrets[16] = {
@@ -114,7 +138,7 @@ static const char *const many_secrets[16] = {
 	"tok13_fDNxSIvPZZ63fFKcZjR4", "tok14_I0b3jRtaWr4Y9OJFLJOq",
 	"tok15_OAf1lLQSAJaiXnkU8Is2",
 };
-#define MANY_PATTERNS	94
+#define MANY_PATTERNS	154
 static const char many_in[] =
 	    "1 abcdefgh 2 abcdefghijkl 3 abcdefghij 4 abcdefghXYZW 5 abcdXYZW"
 	    " 6 0123456789zzzz 7 abcdefghabcdefgh 8 abcdefgh abcdefgh 9 abcde"
@@ -604,16 +628,17 @@ test_dedup(void **state)
 	struct redact *r;
 
 	(void)state;
-	/* raw = url = json; base64 standard = URL-safe; hex lower = upper. */
+	/* raw = url = form = json; base64 standard = URL-safe; hex lower = upper; plus
+	 * every byte %XX and every character \uXXXX, in two cases each. */
 	r = new_str(one, 1);
-	assert_int_equal(redact_patterns(r), 5);
+	assert_int_equal(redact_patterns(r), 7);
 	redact_free(r);
 	r = new_str(twice, 2);
-	assert_int_equal(redact_patterns(r), 5);
+	assert_int_equal(redact_patterns(r), 7);
 	redact_free(r);
 	/* The hex of "abcd" is the second secret itself. */
 	r = new_str(cross, 2);
-	assert_int_equal(redact_patterns(r), 9);
+	assert_int_equal(redact_patterns(r), 13);
 	check_all_splits(r, LIT("abcd 61626364"), LIT(MASK " " MASK));
 	redact_free(r);
 }
@@ -734,7 +759,10 @@ test_refusals(void **state)
 }
 
 /* Test runner. */
-/* Non-ASCII secrets in ASCII-only JSON (jansson JSON_ENSURE_ASCII, Python json.dumps). */
+/*
+ * Non-ASCII secrets in ASCII-only JSON (jansson JSON_ENSURE_ASCII, Python json.dumps),
+ * and with every character escaped.
+ */
 static void
 test_json_ascii(void **state)
 {
@@ -751,6 +779,15 @@ test_json_ascii(void **state)
 	free(out);
 	out = redact_string(r, "a tok-\\u00C4\\u20AC\\uD83D\\uDE00-end b");
 	assert_string_equal(out, "a " REDACT_MASK " b");
+	free(out);
+	/* Every character escaped, ASCII ones too (surrogate pair for the emoji). */
+	out = redact_string(r, "[\\u0074\\u006f\\u006b\\u002d\\u00c4\\u20ac\\ud83d\\ude00"
+	    "\\u002d\\u0065\\u006e\\u0064]");
+	assert_string_equal(out, "[" REDACT_MASK "]");
+	free(out);
+	out = redact_string(r, "[\\u0074\\u006F\\u006B\\u002D\\u00C4\\u20AC\\uD83D\\uDE00"
+	    "\\u002D\\u0065\\u006E\\u0064]");
+	assert_string_equal(out, "[" REDACT_MASK "]");
 	free(out);
 	/* A near miss (another code point) passes untouched. */
 	out = redact_string(r, "tok-\\u00c5\\u20ac\\ud83d\\ude00-end");
