@@ -150,6 +150,7 @@ main(int argc, char **argv)
 	/* The daemon fills its own keyring below; --check loads secrets as a trial. */
 	if ((cfg = config_load(path, check ? no_secrets : 1, &cause)) == NULL) {
 		fprintf(stderr, "shimbridged: %s\n", cause);
+		free(cause);
 		return EX_CONFIG;
 	}
 	for (i = 0; i < cfg->nwarnings; i++)
@@ -180,6 +181,7 @@ main(int argc, char **argv)
 	rc = EX_OK;
 	if (server_run(cfg, kr, path, &cause) != 0) {
 		fprintf(stderr, "shimbridged: %s\n", cause);
+		free(cause);
 		rc = EX_RUNTIME;
 	}
 	keyring_free(kr);
