@@ -240,24 +240,28 @@ job_free(struct job *j)
 		free(j);
 }
 
+/* The job's state. */
 enum job_state
 job_state(const struct job *j)
 {
 	return j->state;
 }
 
+/* The process (and group) id. */
 pid_t
 job_pid(const struct job *j)
 {
 	return j->pid;
 }
 
+/* The wait status (from JOB_DEAD on). */
 int
 job_status(const struct job *j)
 {
 	return j->status;
 }
 
+/* When the process was reaped, 0 before. */
 time_t
 job_reaped_at(const struct job *j)
 {
@@ -306,12 +310,14 @@ job_stdin_eof(struct job *j)
 	}
 }
 
+/* Whether stdin still takes bytes. */
 int
 job_stdin_open(const struct job *j)
 {
 	return j->fd_in >= 0 && !j->stdin_eof;
 }
 
+/* Bytes waiting for the child's stdin. */
 size_t
 job_stdin_buffered(const struct job *j)
 {
@@ -337,6 +343,7 @@ job_pause_output(struct job *j, int paused)
 	}
 }
 
+/* Whether output reading is paused. */
 int
 job_output_paused(const struct job *j)
 {

@@ -89,18 +89,21 @@ keyring_get(struct keyring *kr, const struct session *s, const char *name)
 	return keyring_find(kr, NULL, name);
 }
 
+/* How many keys there are. */
 size_t
 keyring_count(const struct keyring *kr)
 {
 	return kr->nkeys;
 }
 
+/* The key at index i. */
 struct key *
 keyring_key(struct keyring *kr, size_t i)
 {
 	return &kr->keys[i];
 }
 
+/* The one redactor over every live and replaced value. */
 const struct redact *
 keyring_redactor(const struct keyring *kr)
 {

@@ -15,6 +15,11 @@
  * redactor (redact_new_stream on it) use it, so a secret of session B printed by
  * session A's tool is masked too. It is rebuilt whenever a value changes; streams
  * made from an older one keep it alive by reference.
+ *
+ * A struct key pointer (and its value) is valid until the next keyring_load (a
+ * reload) or renewal of that key: look it up when it is used (keyring_get), never
+ * keep it across a turn of the event loop. The injector's secret callback, for
+ * instance, calls keyring_get for every request it forwards.
  */
 #ifndef SHIMBRIDGE_KEYRING_H
 #define SHIMBRIDGE_KEYRING_H
