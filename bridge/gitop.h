@@ -21,6 +21,7 @@ struct gitop {
 	char			 *upstream;	/* full upstream URL of the repository */
 	char			 *mirror;	/* absolute mirror path */
 	char			 *protocol;	/* GIT_PROTOCOL from the client, validated */
+	int			  progress;	/* the sandbox's git asked for progress */
 	char			**argv;		/* helper argv, NULL-terminated */
 	struct envbuild		 *env;
 	json_t			 *audit_argv;
