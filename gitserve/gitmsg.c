@@ -141,30 +141,47 @@ gitmsg_say(const char *fmt, ...)
 	free(clean);
 }
 
-/* Redact text[a..b] joined without separators, and each line alone; whether they differ. */
+/* Redact s; die if that fails (it only fails for lack of memory). */
+static char *
+gitmsg_redacted(const char *s)
+{
+	char	*r;
+
+	if ((r = redact_string(gitmsg_redact, s)) == NULL)
+		die(GS_EXIT_FATAL, "redaction failed");
+	return r;
+}
+
+/*
+ * Whether joining line a to lines a+1..b (without separators) makes the redactor
+ * find something it does not find in line a alone and in a+1..b joined: then an
+ * occurrence runs from line a into the next lines.
+ */
 static int
 gitmsg_cross_one(char *const *text, size_t a, size_t b)
 {
-	struct gitbuf	 joined, parts;
-	char		*r;
+	struct gitbuf	 joined, tail;
+	char		*r1, *r2, *r3;
 	size_t		 k;
 	int		 differ;
 
 	gitbuf_init(&joined, (size_t)-1);
-	gitbuf_init(&parts, (size_t)-1);
-	for (k = a; k <= b; k++) {
+	gitbuf_init(&tail, (size_t)-1);
+	gitbuf_add(&joined, text[a], strlen(text[a]));
+	for (k = a + 1; k <= b; k++) {
 		gitbuf_add(&joined, text[k], strlen(text[k]));
-		if ((r = redact_string(gitmsg_redact, text[k])) == NULL)
-			die(GS_EXIT_FATAL, "redaction failed");
-		gitbuf_add(&parts, r, strlen(r));
-		free(r);
+		gitbuf_add(&tail, text[k], strlen(text[k]));
 	}
-	if ((r = redact_string(gitmsg_redact, gitbuf_str(&joined))) == NULL)
-		die(GS_EXIT_FATAL, "redaction failed");
-	differ = strcmp(r, gitbuf_str(&parts)) != 0;
-	free(r);
+	r1 = gitmsg_redacted(gitbuf_str(&joined));
+	r2 = gitmsg_redacted(text[a]);
+	r3 = gitmsg_redacted(gitbuf_str(&tail));
+	differ = strlen(r1) != strlen(r2) + strlen(r3) || strncmp(r1, r2, strlen(r2)) != 0 ||
+	    strcmp(r1 + strlen(r2), r3) != 0;
+	free(r1);
+	free(r2);
+	free(r3);
 	gitbuf_free(&joined);
-	gitbuf_free(&parts);
+	gitbuf_free(&tail);
 	return differ;
 }
 
@@ -172,8 +189,8 @@ gitmsg_cross_one(char *const *text, size_t a, size_t b)
  * Mark the lines that hold part of a secret split across lines ("remote: ghs_ab" then
  * "remote: cd..."), which redacting each line alone cannot see. For each line i the
  * window i..j reaches as far as a pattern starting in line i can (the lines strictly
- * inside a pattern are shorter than it together); if the window, joined, redacts
- * differently from its lines one by one, the shortest such window is masked whole.
+ * inside a pattern are shorter than it together); if an occurrence runs from line i
+ * into that window, the lines from i to the shortest such end are masked whole.
  */
 static void
 gitmsg_cross_mask(char *const *text, size_t n, int *masked)
@@ -189,9 +206,6 @@ gitmsg_cross_mask(char *const *text, size_t n, int *masked)
 			continue;
 		for (k = i + 1; k < j && !gitmsg_cross_one(text, i, k); k++)
 			;
-		/* A secret within i+1..k alone is found when its own first line comes. */
-		if (k > i + 1 && gitmsg_cross_one(text, i + 1, k))
-			continue;
 		for (; k > i; k--)
 			masked[k] = 1;
 		masked[i] = 1;
@@ -383,13 +397,18 @@ gitmsg_is_progress(const char *line, size_t len)
 		for (te = p; te < end && *te != ' '; te++)
 			;
 		/* One token, without the punctuation around it. */
-		for (tok = p; tok < te && strchr("()[],:|%", *tok) != NULL; tok++)
+		for (tok = p; tok < te && *tok != '\0' && strchr("()[],:|%", *tok) != NULL;
+		    tok++)
 			;
-		for (n = te - tok; n > 0 && strchr("()[],.:|%", tok[n - 1]) != NULL; n--)
+		for (n = te - tok; n > 0 && tok[n - 1] != '\0' &&
+		    strchr("()[],.:|%", tok[n - 1]) != NULL; n--)
 			;
 		if (n == 0)
 			continue;
-		ok = strspn(tok, "0123456789./") >= n;
+		for (i = 0; i < n && strchr("0123456789./", tok[i]) != NULL && tok[i] != '\0';
+		    i++)
+			;
+		ok = i == n;
 		for (i = 0; !ok && gitmsg_progress_words[i] != NULL; i++)
 			ok = strlen(gitmsg_progress_words[i]) == n &&
 			    memcmp(gitmsg_progress_words[i], tok, n) == 0;
