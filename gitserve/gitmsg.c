@@ -76,41 +76,27 @@ gitmsg_clean(const char *buf, size_t len)
 /*
  * Hand what was said so far to the bridge, so it can audit a push the policy
  * refused (receive-pack itself exits 0 when its hook refuses): through the refusal
- * pipe of the contract (common/gitcontract.h). A bridge that gives no pipe gets
- * the record as $HOME/.shimbridge-refused in the per-call private HOME instead;
- * that file goes once every bridge passes the pipe.
+ * pipe of the contract (common/gitcontract.h), in one write of at most
+ * GITC_REFUSAL_MAX bytes. Without a pipe (run by hand) there is no one to tell.
  */
 void
 gitmsg_record_refusal(const struct gitctx *ctx)
 {
-	const char	*home = getenv("HOME");
-	char		*path;
-	size_t		 len = gitmsg_loglen, off = 0;
-	ssize_t		 n;
-	int		 fd;
+	size_t	len = gitmsg_loglen, off = 0;
+	ssize_t	n;
 
+	if (ctx->refusal_fd == -1)
+		return;
 	if (len > GITC_REFUSAL_MAX)
 		len = GITC_REFUSAL_MAX;
-	if (ctx->refusal_fd != -1) {
-		while (off < len) {
-			n = write(ctx->refusal_fd, gitmsg_log + off, len - off);
-			if (n == -1 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			off += (size_t)n;
-		}
-		return;
+	while (off < len) {
+		n = write(ctx->refusal_fd, gitmsg_log + off, len - off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
 	}
-	if (home == NULL || home[0] != '/')
-		return;
-	xasprintf(&path, "%s/.shimbridge-refused", home);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	free(path);
-	if (fd < 0)
-		return;
-	(void)!write(fd, gitmsg_log, len);
-	close(fd);
 }
 
 /* Print one message line. */
