@@ -279,7 +279,7 @@ gitop_join(char *const *v, size_t n)
 
 /* Build the helper's environment from nothing. */
 int
-gitop_env(struct gitop *g, const char *scratch, char **cause)
+gitop_env(struct gitop *g, const char *scratch, const char *via, char **cause)
 {
 	const struct config *c = g->cfg;
 	const struct git_host *gh = config_git_host(c, g->host);
@@ -307,8 +307,15 @@ gitop_env(struct gitop *g, const char *scratch, char **cause)
 	envbuild_set(g->env, "LANG", "C.UTF-8", 7, 0);
 	envbuild_set(g->env, GITC_ENV_SERVICE, g->service, strlen(g->service), 0);
 	envbuild_set(g->env, GITC_ENV_MIRROR, g->mirror, strlen(g->mirror), 0);
-	envbuild_set(g->env, GITC_ENV_UPSTREAM, g->upstream, strlen(g->upstream), 0);
-	envbuild_set(g->env, GITC_ENV_USERNAME, gh->username, strlen(gh->username), 0);
+	if (via != NULL) {
+		/* The injector checks the repository and adds the credential itself. */
+		xasprintf(&s, "%s/%s/%s.git", via, g->owner, g->name);
+		envbuild_set(g->env, GITC_ENV_UPSTREAM, s, strlen(s), 0);
+		free(s);
+	} else {
+		envbuild_set(g->env, GITC_ENV_UPSTREAM, g->upstream, strlen(g->upstream), 0);
+		envbuild_set(g->env, GITC_ENV_USERNAME, gh->username, strlen(gh->username), 0);
+	}
 	envbuild_set(g->env, GITC_ENV_GIT, c->git_path, strlen(c->git_path), 0);
 	s = gitop_join(c->no_push_branches, c->nno_push_branches);
 	envbuild_set(g->env, GITC_ENV_NO_PUSH, s, strlen(s), 0);
@@ -326,8 +333,8 @@ gitop_env(struct gitop *g, const char *scratch, char **cause)
 		envbuild_set(g->env, GITC_ENV_PROTOCOL, g->protocol, strlen(g->protocol), 0);
 	if (g->progress)
 		envbuild_set(g->env, GITC_ENV_PROGRESS, "1", 1, 0);
-	if (envbuild_set(g->env, GITC_ENV_TOKEN, (const char *)g->secret->val.value,
-	    g->secret->val.len, 1) != 0) {
+	if (via == NULL && envbuild_set(g->env, GITC_ENV_TOKEN,
+	    (const char *)g->secret->val.value, g->secret->val.len, 1) != 0) {
 		*cause = xstrdup("the git credential cannot be passed (it contains a NUL byte)");
 		return -1;
 	}

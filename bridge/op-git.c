@@ -115,7 +115,7 @@ op_git(struct conn *c, json_t *req)
 		    "directory for git; nothing was sent. Tell the operator.");
 		goto out;
 	}
-	if (gitop_env(&g, c->scratch, &cause) != 0) {
+	if (gitop_env(&g, c->scratch, NULL, &cause) != 0) {
 		conn_deny(c, ERR_UNAVAILABLE, "git preparation failed", cause);
 		goto out;
 	}
