@@ -22,6 +22,7 @@
 #include "config.h"
 #include "gitcontract.h"
 #include "gitop.h"
+#include "keyring.h"
 #include "spawn.h"
 
 static char dir[64];
@@ -55,7 +56,7 @@ setup(void **state)
 	if (mkdir(sd, 0700) != 0)
 		return -1;
 	snprintf(tok, sizeof tok, "%s/token", dir);
-	put(tok, "ghs_unitTestToken0123456789\n");
+	put(tok, "ghs_unitTestToken0123456789\n");	/* the config wants the file */
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	snprintf(text, sizeof text, "{\"runner\": \"daemon\", \"state_dir\": \"%s\", "
 	    "\"sessions_dir\": \"%s\", "
@@ -184,7 +185,9 @@ test_prepare_refusals(void **state)
 static void
 check_env(const char *json, const char *via, int progress)
 {
+	static char tok[] = "ghs_unitTestToken0123456789";
 	struct gitop g;
+	struct key k;
 	char *msg = NULL, *cause = NULL, scratch[128], want[256];
 	const char *v;
 
@@ -192,6 +195,12 @@ check_env(const char *json, const char *via, int progress)
 	if (prepare(json, &g, &msg, &cause) != 0)
 		fail_msg("refused: %s / %s", msg != NULL ? msg : "", cause != NULL ? cause : "");
 	assert_int_equal(g.progress, progress);
+	assert_string_equal(g.secret_name, "gh");
+	/* As op-git does from the keyring. */
+	memset(&k, 0, sizeof k);
+	k.val.value = (unsigned char *)tok;
+	k.val.len = strlen(tok);
+	g.secret = &k;
 	if (gitop_env(&g, scratch, via, &cause) != 0)
 		fail_msg("env: %s", cause);
 	assert_string_equal(envbuild_get(g.env, GITC_ENV_SERVICE), "receive-pack");
