@@ -42,8 +42,9 @@ setup_file() {
 	done
 	PORT="$(cat "$T/port")"
 	# The daemon's loopback injector, played by a proxy that adds the credential.
-	/usr/bin/python3 "$FIXTURES/authproxy.py" --upstream-port "$PORT" --token-file "$T/token" \
-	    --port-file "$T/pport" --log "$T/proxy.jsonl" >/dev/null 2>"$T/proxy.err" 3>&- &
+	sb_bg /usr/bin/python3 "$FIXTURES/authproxy.py" --upstream-port "$PORT" \
+	    --token-file "$T/token" --port-file "$T/pport" --log "$T/proxy.jsonl" \
+	    >/dev/null 2>"$T/proxy.err"
 	echo $! >"$T/proxy.pid"
 	for _ in $(seq 100); do
 		[ -s "$T/pport" ] && break
