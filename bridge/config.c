@@ -600,15 +600,76 @@ out:
 	return rc;
 }
 
+static void config_warn(struct config *, const char *, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A git branch list item: a plain name without refs/heads/, nothing a glob could mean. */
+static int
+config_git_branch_ok(const char *b)
+{
+	size_t i;
+
+	if (b[0] == '-' || strncmp(b, "refs/", 5) == 0 || strstr(b, "..") != NULL ||
+	    strpbrk(b, " ~^:?*[\\,") != NULL)
+		return 0;
+	for (i = 0; b[i] != '\0'; i++) {
+		if ((unsigned char)b[i] < 0x20 || b[i] == 0x7f)
+			return 0;
+	}
+	return 1;
+}
+
+/* A protected tag: a name or fnmatch(3) pattern without refs/tags/. */
+static int
+config_git_tag_ok(const char *t)
+{
+	size_t i;
+
+	if (t[0] == '-' || strncmp(t, "refs/", 5) == 0 || strstr(t, "..") != NULL ||
+	    strpbrk(t, " ~^:\\,") != NULL)
+		return 0;
+	for (i = 0; t[i] != '\0'; i++) {
+		if ((unsigned char)t[i] < 0x20 || t[i] == 0x7f)
+			return 0;
+	}
+	return 1;
+}
+
+/* One of the git section's lists: replaces the default if given; items checked by ok. */
+static int
+parse_git_list(struct loader *l, json_t *obj, const char *key, int (*ok)(const char *),
+    char ***v, size_t *n)
+{
+	size_t i;
+
+	if (json_object_get(obj, key) == NULL)
+		return 0;
+	while (*n > 0)		/* the defaults */
+		free((*v)[--*n]);
+	free(*v);
+	*v = NULL;
+	if (get_strv(l, obj, "git", key, 256, v, n) != 0)
+		return -1;
+	for (i = 0; i < *n; i++) {
+		if ((*v)[i][0] == '\0' || strchr((*v)[i], ',') != NULL ||
+		    (ok != NULL && !ok((*v)[i])))
+			return lerr(l, "git", "%s: \"%s\" is not a valid %s", key, (*v)[i],
+			    ok == config_git_tag_ok ? "tag name or pattern" : ok != NULL ?
+			    "branch name (without refs/heads/)" : "path");
+	}
+	return 0;
+}
+
 /* Parse the "git" section. */
 static int
 parse_git(struct loader *l, json_t *obj, struct config *c)
 {
 	static const char *const keys[] = { "path", "helper", "hosts", "protected_branches",
-	    "deny_paths", "timeout", NULL };
+	    "ff_only_branches", "no_push_branches", "protected_tags", "deny_paths", "timeout",
+	    NULL };
 	static const char *const hkeys[] = { "upstream", "secret", "username", NULL };
 	json_t *hosts, *h;
-	const char *k;
+	const char *k, *ffkey = "ff_only_branches";
 	long long v = c->git_timeout;
 
 	if (obj == NULL)
@@ -621,26 +682,24 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 	    get_int(l, obj, "git", "timeout", 1, 86400, &v) != 0)
 		return -1;
 	c->git_timeout = (int)v;
+	/* protected_branches is the old name of ff_only_branches. */
 	if (json_object_get(obj, "protected_branches") != NULL) {
-		while (c->nprotected_branches > 0)	/* the defaults */
-			free(c->protected_branches[--c->nprotected_branches]);
-		free(c->protected_branches);
-		c->protected_branches = NULL;
-		c->nprotected_branches = 0;
-		if (get_strv(l, obj, "git", "protected_branches", 256, &c->protected_branches,
-		    &c->nprotected_branches) != 0)
-			return -1;
+		if (json_object_get(obj, ffkey) != NULL)
+			return lerr(l, "git", "give \"ff_only_branches\" or its old name "
+			    "\"protected_branches\", not both");
+		ffkey = "protected_branches";
+		config_warn(c, "git.protected_branches is the old name of git.ff_only_branches "
+		    "(fast-forward pushes only: no force, no delete); rename it, and see "
+		    "git.no_push_branches for branches that take no direct push at all");
 	}
-	if (json_object_get(obj, "deny_paths") != NULL) {
-		while (c->ndeny_paths > 0)
-			free(c->deny_paths[--c->ndeny_paths]);
-		free(c->deny_paths);
-		c->deny_paths = NULL;
-		c->ndeny_paths = 0;
-		if (get_strv(l, obj, "git", "deny_paths", 256, &c->deny_paths,
-		    &c->ndeny_paths) != 0)
-			return -1;
-	}
+	if (parse_git_list(l, obj, ffkey, config_git_branch_ok, &c->protected_branches,
+	    &c->nprotected_branches) != 0 ||
+	    parse_git_list(l, obj, "no_push_branches", config_git_branch_ok,
+	    &c->no_push_branches, &c->nno_push_branches) != 0 ||
+	    parse_git_list(l, obj, "protected_tags", config_git_tag_ok, &c->protected_tags,
+	    &c->nprotected_tags) != 0 ||
+	    parse_git_list(l, obj, "deny_paths", NULL, &c->deny_paths, &c->ndeny_paths) != 0)
+		return -1;
 	hosts = json_object_get(obj, "hosts");
 	if (hosts == NULL)
 		return 0;
@@ -1000,6 +1059,12 @@ config_load(const char *path, int no_secrets, char **cause)
 	c->protected_branches[0] = xstrdup("main");
 	c->protected_branches[1] = xstrdup("master");
 	c->nprotected_branches = 2;
+	c->no_push_branches = xcalloc(2, sizeof *c->no_push_branches);
+	c->no_push_branches[0] = xstrdup("HEAD");	/* upstream's default branch */
+	c->nno_push_branches = 1;
+	c->protected_tags = xcalloc(2, sizeof *c->protected_tags);
+	c->protected_tags[0] = xstrdup("*");		/* every tag, once it exists */
+	c->nprotected_tags = 1;
 	c->deny_paths = xcalloc(2, sizeof *c->deny_paths);
 	c->deny_paths[0] = xstrdup(".github/workflows/");
 	c->ndeny_paths = 1;
@@ -1115,6 +1180,8 @@ config_unref(struct config *c)
 	}
 	free(c->git_hosts);
 	free_strv(c->protected_branches, c->nprotected_branches);
+	free_strv(c->no_push_branches, c->nno_push_branches);
+	free_strv(c->protected_tags, c->nprotected_tags);
 	free_strv(c->deny_paths, c->ndeny_paths);
 	free_strv(c->warnings, c->nwarnings);
 	free(c->store_path);

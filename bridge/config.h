@@ -109,8 +109,12 @@ struct config {
 	char		 *git_helper;	/* shimbridge-git */
 	struct git_host	 *git_hosts;
 	size_t		  ngit_hosts;
-	char		**protected_branches;
+	char		**protected_branches;	/* git.ff_only_branches (alias protected_branches) */
 	size_t		  nprotected_branches;
+	char		**no_push_branches;	/* git.no_push_branches; "HEAD" = the default branch */
+	size_t		  nno_push_branches;
+	char		**protected_tags;	/* git.protected_tags: names or fnmatch patterns */
+	size_t		  nprotected_tags;
 	char		**deny_paths;
 	size_t		  ndeny_paths;
 	int		  git_timeout;

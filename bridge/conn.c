@@ -252,6 +252,8 @@ conn_free(struct conn *c)
 	event_free(c->free_ev);
 	redact_free(c->red_out);
 	redact_free(c->red_err);
+	if (c->op_state_free != NULL)
+		c->op_state_free(c->op_state);
 	if (c->scratch != NULL) {
 		if (spawn_rmtree(c->scratch) != 0)
 			log_warnx("cannot remove scratch directory %s", c->scratch);
@@ -432,6 +434,7 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 	r.cwd_fd = cwd_fd;
 	r.cwd = cwd;
 	r.cpu_seconds = timeout + 5;
+	r.extra_fd = c->child_fd3;
 	if (spawn_child(&r, &ch, &cause) != 0) {
 		json_t *a = conn_audit_base(c, "error");
 		char *msg;

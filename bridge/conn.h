@@ -78,6 +78,9 @@ struct conn {
 	uint64_t		 bytes_in, bytes_out;
 	uint64_t		 output_limit;
 	char			*scratch;	/* the call's private directory, removed at free */
+	int			 child_fd3;	/* > 2: conn_start gives it to the child as fd 3 */
+	void			*op_state;	/* the op's own state for this request, or NULL */
+	void			(*op_state_free)(void *);	/* ...freed with the conn */
 	size_t			 close_left;	/* output still queued at the last close check */
 };
 

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "gitcontract.h"
 #include "gitop.h"
 #include "proto.h"
 #include "keyring.h"
@@ -119,9 +120,9 @@ int
 gitop_prepare(const struct config *c, const struct session *s, json_t *req, struct gitop *g,
     char **msg, char **cause)
 {
-	static const char *const keys[] = { "op", "service", "url", "env", NULL };
+	static const char *const keys[] = { "op", "service", "url", "env", "progress", NULL };
 	json_t *jsvc = json_object_get(req, "service"), *jurl = json_object_get(req, "url");
-	json_t *env = json_object_get(req, "env"), *v;
+	json_t *env = json_object_get(req, "env"), *jprog = json_object_get(req, "progress"), *v;
 	const struct git_host *gh;
 	const char *svc, *url, *why = NULL, *k;
 	char *lo, *ln, *repo;
@@ -143,6 +144,11 @@ gitop_prepare(const struct config *c, const struct session *s, json_t *req, stru
 		*cause = xstrdup("a git request needs \"service\" and \"url\" strings");
 		return -1;
 	}
+	if (jprog != NULL && !json_is_boolean(jprog)) {
+		*cause = xstrdup("\"progress\" in a git request must be true or false");
+		return -1;
+	}
+	g->progress = json_is_true(jprog);
 	svc = json_string_value(jsvc);
 	url = json_string_value(jurl);
 	g->audit_argv = json_pack("[ss]", svc, url);
@@ -273,7 +279,7 @@ gitop_join(char *const *v, size_t n)
 
 /* Build the helper's environment from nothing. */
 int
-gitop_env(struct gitop *g, const char *scratch, char **cause)
+gitop_env(struct gitop *g, const char *scratch, const char *via, char **cause)
 {
 	const struct config *c = g->cfg;
 	const struct git_host *gh = config_git_host(c, g->host);
@@ -299,21 +305,36 @@ gitop_env(struct gitop *g, const char *scratch, char **cause)
 	envbuild_set(g->env, "PATH", "/usr/bin:/bin", 13, 0);
 	envbuild_set(g->env, "HOME", scratch, strlen(scratch), 0);
 	envbuild_set(g->env, "LANG", "C.UTF-8", 7, 0);
-	envbuild_set(g->env, "SHIMBRIDGE_SERVICE", g->service, strlen(g->service), 0);
-	envbuild_set(g->env, "SHIMBRIDGE_MIRROR", g->mirror, strlen(g->mirror), 0);
-	envbuild_set(g->env, "SHIMBRIDGE_UPSTREAM", g->upstream, strlen(g->upstream), 0);
-	envbuild_set(g->env, "SHIMBRIDGE_USERNAME", gh->username, strlen(gh->username), 0);
-	envbuild_set(g->env, "SHIMBRIDGE_GIT", c->git_path, strlen(c->git_path), 0);
+	envbuild_set(g->env, GITC_ENV_SERVICE, g->service, strlen(g->service), 0);
+	envbuild_set(g->env, GITC_ENV_MIRROR, g->mirror, strlen(g->mirror), 0);
+	if (via != NULL) {
+		/* The injector checks the repository and adds the credential itself. */
+		xasprintf(&s, "%s/%s/%s.git", via, g->owner, g->name);
+		envbuild_set(g->env, GITC_ENV_UPSTREAM, s, strlen(s), 0);
+		free(s);
+	} else {
+		envbuild_set(g->env, GITC_ENV_UPSTREAM, g->upstream, strlen(g->upstream), 0);
+		envbuild_set(g->env, GITC_ENV_USERNAME, gh->username, strlen(gh->username), 0);
+	}
+	envbuild_set(g->env, GITC_ENV_GIT, c->git_path, strlen(c->git_path), 0);
+	s = gitop_join(c->no_push_branches, c->nno_push_branches);
+	envbuild_set(g->env, GITC_ENV_NO_PUSH, s, strlen(s), 0);
+	free(s);
 	s = gitop_join(c->protected_branches, c->nprotected_branches);
-	envbuild_set(g->env, "SHIMBRIDGE_PROTECTED", s, strlen(s), 0);
+	envbuild_set(g->env, GITC_ENV_FF_ONLY, s, strlen(s), 0);
+	free(s);
+	s = gitop_join(c->protected_tags, c->nprotected_tags);
+	envbuild_set(g->env, GITC_ENV_TAGS, s, strlen(s), 0);
 	free(s);
 	s = gitop_join(c->deny_paths, c->ndeny_paths);
-	envbuild_set(g->env, "SHIMBRIDGE_DENY_PATHS", s, strlen(s), 0);
+	envbuild_set(g->env, GITC_ENV_DENY_PATHS, s, strlen(s), 0);
 	free(s);
 	if (g->protocol != NULL)
-		envbuild_set(g->env, "SHIMBRIDGE_GIT_PROTOCOL", g->protocol, strlen(g->protocol), 0);
-	if (envbuild_set(g->env, "SHIMBRIDGE_TOKEN", (const char *)g->secret->val.value,
-	    g->secret->val.len, 1) != 0) {
+		envbuild_set(g->env, GITC_ENV_PROTOCOL, g->protocol, strlen(g->protocol), 0);
+	if (g->progress)
+		envbuild_set(g->env, GITC_ENV_PROGRESS, "1", 1, 0);
+	if (via == NULL && envbuild_set(g->env, GITC_ENV_TOKEN,
+	    (const char *)g->secret->val.value, g->secret->val.len, 1) != 0) {
 		*cause = xstrdup("the git credential cannot be passed (it contains a NUL byte)");
 		return -1;
 	}

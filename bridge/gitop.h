@@ -21,6 +21,7 @@ struct gitop {
 	char			 *upstream;	/* full upstream URL of the repository */
 	char			 *mirror;	/* absolute mirror path */
 	char			 *protocol;	/* GIT_PROTOCOL from the client, validated */
+	int			  progress;	/* the sandbox's git asked for progress */
 	char			**argv;		/* helper argv, NULL-terminated */
 	struct envbuild		 *env;
 	json_t			 *audit_argv;
@@ -41,8 +42,13 @@ int	gitop_parse_url(const char *url, char **host, char **owner, char **name,
  */
 int	gitop_prepare(const struct config *, const struct session *, json_t *req,
 	    struct gitop *, char **msg, char **cause);
-/* Create the mirror's parent directories and build the helper's environment. */
-int	gitop_env(struct gitop *, const char *scratch, char **cause);
+/*
+ * Create the mirror's parent directories and build the helper's environment.
+ * via NULL: the upstream is the configured host and shimbridge-git gets the token
+ * (SHIMBRIDGE_USERNAME/TOKEN). via "http://127.0.0.1:PORT": the daemon's loopback
+ * injector, which adds the credential; the helper then gets none at all.
+ */
+int	gitop_env(struct gitop *, const char *scratch, const char *via, char **cause);
 void	gitop_clear(struct gitop *);
 
 #endif

@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "audit.h"
 #include "config.h"
 #include "conn.h"
+#include "gitcontract.h"
 #include "gitop.h"
 #include "keyring.h"
 #include "ops.h"
@@ -25,6 +27,49 @@
 #include "spawn.h"
 #include "util.h"
 
+/* What op "git" keeps for one request. */
+struct op_git_state {
+	int	refusal;	/* read end of the refusal pipe, or -1 */
+};
+
+/* Free a request's state (with its conn). */
+static void
+op_git_state_free(void *arg)
+{
+	struct op_git_state *st = arg;
+
+	if (st == NULL)
+		return;
+	if (st->refusal != -1)
+		close(st->refusal);
+	free(st);
+}
+
+/*
+ * The refusal pipe of the git contract (common/gitcontract.h): its write end goes
+ * to shimbridge-git as fd 3, its read end stays with the conn for op_git_done.
+ */
+static int
+op_git_refusal_pipe(struct conn *c, struct gitop *g, int *wfd, char **cause)
+{
+	struct op_git_state *st;
+	char num[16];
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+		xasprintf(cause, "pipe: %s", strerror(errno));
+		return -1;
+	}
+	st = xcalloc(1, sizeof *st);
+	st->refusal = p[0];
+	c->op_state = st;
+	c->op_state_free = op_git_state_free;
+	*wfd = p[1];
+	snprintf(num, sizeof num, "%d", GITC_REFUSAL_FD);
+	envbuild_set(g->env, GITC_ENV_REFUSAL_FD, num, strlen(num), 0);
+	return 0;
+}
+
 /* op "git": the remote helper's network leg, served from a bridge-owned mirror. */
 void
 op_git(struct conn *c, json_t *req)
@@ -32,6 +77,7 @@ op_git(struct conn *c, json_t *req)
 	struct gitop g;
 	char *cause = NULL, *msg = NULL;
 	const char *why = NULL;
+	int wfd = -1;
 
 	memset(&g, 0, sizeof g);
 	c->tool = xstrdup("git");
@@ -69,8 +115,13 @@ op_git(struct conn *c, json_t *req)
 		    "directory for git; nothing was sent. Tell the operator.");
 		goto out;
 	}
-	if (gitop_env(&g, c->scratch, &cause) != 0) {
+	if (gitop_env(&g, c->scratch, NULL, &cause) != 0) {
 		conn_deny(c, ERR_UNAVAILABLE, "git preparation failed", cause);
+		goto out;
+	}
+	if (op_git_refusal_pipe(c, &g, &wfd, &cause) != 0) {
+		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare git (no pipe); "
+		    "nothing was sent. Tell the operator.");
 		goto out;
 	}
 	c->output_limit = (uint64_t)1 << 40;
@@ -90,8 +141,13 @@ op_git(struct conn *c, json_t *req)
 	}
 	c->srv->n_allowed++;
 	audit_write(conn_audit_base(c, "allowed"), conn_redact(c));
+	c->child_fd3 = wfd;
 	conn_start(c, c->cfg->git_helper, g.argv, g.env, -1, c->scratch, c->cfg->git_timeout);
+	c->child_fd3 = 0;
 out:
+	/* Only the child's processes may hold the write end. */
+	if (wfd != -1)
+		close(wfd);
 	gitop_clear(&g);
 	free(cause);
 	free(msg);
@@ -99,30 +155,27 @@ out:
 
 /*
  * A push the git policy refused inside shimbridge-git's pre-receive hook: git
- * exits 0 then, so the hook leaves its message in the private HOME for us.
+ * exits 0 then, so the hook writes what it said to the refusal pipe (at most
+ * GITC_REFUSAL_MAX bytes, written at once, so it is all there once the child
+ * is gone).
  */
 void
 op_git_done(struct conn *c)
 {
-	char *path, buf[2049];
-	struct stat st;
+	struct op_git_state *st = c->op_state;
+	char buf[GITC_REFUSAL_MAX + 1];
 	ssize_t n;
 	json_t *a;
-	int fd;
 
-	if (c->scratch == NULL)
+	if (st == NULL || st->refusal == -1)
 		return;
-	xasprintf(&path, "%s/.shimbridge-refused", c->scratch);
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	free(path);
-	if (fd < 0)
+	do {
+		n = read(st->refusal, buf, sizeof buf - 1);
+	} while (n < 0 && errno == EINTR);
+	close(st->refusal);
+	st->refusal = -1;
+	if (n <= 0)
 		return;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (n = read(fd, buf,
-	    sizeof buf - 1)) <= 0) {
-		close(fd);
-		return;
-	}
-	close(fd);
 	buf[n] = '\0';
 	a = conn_audit_base(c, "denied");
 	/* The runner wrote it: jansson escapes it; invalid UTF-8 is not logged raw. */

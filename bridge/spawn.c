@@ -194,12 +194,19 @@ spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status, p
 			_exit(127);
 		status = fd;
 	}
-	if (status != 3) {
+	if (r->extra_fd > 2) {
+		/* The extra fd becomes 3, the status pipe 4; both moved up first. */
+		int xfd = fcntl(r->extra_fd, F_DUPFD, 5), sfd = fcntl(status, F_DUPFD_CLOEXEC, 5);
+
+		if (xfd < 0 || sfd < 0 || dup2(xfd, 3) < 0 || dup3(sfd, 4, O_CLOEXEC) < 0)
+			_exit(127);
+		status = 4;
+	} else if (status != 3) {
 		if (dup3(status, 3, O_CLOEXEC) < 0)
 			_exit(127);
 		status = 3;
 	}
-	spawn_closefrom(4);
+	spawn_closefrom(status + 1);
 
 	if (spawn_limit(RLIMIT_CORE, 0, 0) != 0)
 		spawn_child_fail(status, "setrlimit core");

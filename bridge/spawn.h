@@ -20,6 +20,8 @@ struct spawn_req {
 	int		  cwd_fd;	/* directory to fchdir into, or -1 */
 	const char	 *cwd;		/* else a path to chdir into */
 	int		  cpu_seconds;	/* RLIMIT_CPU */
+	int		  extra_fd;	/* > 2: given to the child as its fd 3 (not
+					   close-on-exec); 0: none */
 };
 
 struct child {

@@ -202,7 +202,7 @@ gitcred_helper(int argc, char **argv)
 		goto out;
 	if (gitenv_load(&ctx, GITENV_UPSTREAM | GITENV_CRED, &cause) != 0)
 		goto out;
-	if (gitcred_match(&c, &ctx.url, ctx.username)) {
+	if (ctx.token != NULL && gitcred_match(&c, &ctx.url, ctx.username)) {
 		alen = xasprintf(&answer, "username=%s\npassword=%s\n", ctx.username, ctx.token);
 		if (gitcred_write_all(answer, alen) != 0) {
 			xasprintf(&cause, "writing credential: %s", strerror(errno));

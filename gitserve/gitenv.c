@@ -3,7 +3,12 @@
  * HOME, PATH and LANG; we validate what a mode needs and build every host git's
  * environment from nothing, so nothing configures git behind our back.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -75,7 +80,7 @@ fail:
 	return -1;
 }
 
-/* Check a protected branch name (without refs/heads/): plain, nothing a glob could mean. */
+/* Check a branch name (without refs/heads/): plain, nothing a glob could mean. */
 static int
 gitenv_check_branch(const char *b)
 {
@@ -86,50 +91,105 @@ gitenv_check_branch(const char *b)
 	return 0;
 }
 
+/* Check a tag name or fnmatch(3) pattern (without refs/tags/). */
+static int
+gitenv_check_tag(const char *t)
+{
+	if (*t == '\0' || *t == '-' || strncmp(t, "refs/", 5) == 0 || gitenv_has_control(t))
+		return -1;
+	if (strpbrk(t, " ~^:\\") != NULL || strstr(t, "..") != NULL)
+		return -1;
+	return 0;
+}
+
+/* Load one comma-separated list, dropping prefix from its items and checking each. */
+static int
+gitenv_load_list(const char *name, const char *prefix, int (*check)(const char *),
+    struct gitlist *l, char **cause)
+{
+	const char	*v;
+	char		*tmp;
+	size_t		 i, plen = prefix != NULL ? strlen(prefix) : 0;
+
+	v = getenv(name);
+	l->raw = xstrdup(v == NULL ? "" : v);
+	if (gitenv_split(l->raw, &l->v, &l->n, cause) != 0)
+		return -1;
+	for (i = 0; i < l->n; i++) {
+		if (plen > 0 && strncmp(l->v[i], prefix, plen) == 0) {
+			tmp = xstrdup(l->v[i] + plen);
+			free(l->v[i]);
+			l->v[i] = tmp;
+		}
+		if (check(l->v[i]) != 0) {
+			xasprintf(cause, "%s has an invalid item", name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A deny path: no control bytes; a leading '/' is dropped (tree paths have none). */
+static int
+gitenv_check_path(const char *p)
+{
+	return gitenv_has_control(p) || p[strspn(p, "/")] == '\0' ? -1 : 0;
+}
+
 /* Load the policy lists. */
 static int
 gitenv_load_policy(struct gitctx *ctx, char **cause)
 {
-	const char	*v;
-	char		*tmp;
-	size_t		 i;
+	char	*tmp;
+	size_t	 i;
 
-	v = getenv("SHIMBRIDGE_PROTECTED");
-	ctx->protected_raw = xstrdup(v == NULL ? "" : v);
-	if (gitenv_split(ctx->protected_raw, &ctx->protected, &ctx->nprotected, cause) != 0)
+	if (gitenv_load_list(GITC_ENV_NO_PUSH, "refs/heads/", gitenv_check_branch,
+	    &ctx->no_push, cause) != 0 ||
+	    gitenv_load_list(GITC_ENV_FF_ONLY, "refs/heads/", gitenv_check_branch,
+	    &ctx->ff_only, cause) != 0 ||
+	    gitenv_load_list(GITC_ENV_TAGS, "refs/tags/", gitenv_check_tag, &ctx->tags,
+	    cause) != 0 ||
+	    gitenv_load_list(GITC_ENV_DENY_PATHS, NULL, gitenv_check_path, &ctx->deny,
+	    cause) != 0)
 		return -1;
-	for (i = 0; i < ctx->nprotected; i++) {
-		if (strncmp(ctx->protected[i], "refs/heads/", 11) == 0) {
-			tmp = xstrdup(ctx->protected[i] + 11);
-			free(ctx->protected[i]);
-			ctx->protected[i] = tmp;
-		}
-		if (gitenv_check_branch(ctx->protected[i]) != 0) {
-			xasprintf(cause, "SHIMBRIDGE_PROTECTED has an invalid branch name");
-			return -1;
+	for (i = 0; i < ctx->deny.n; i++) {
+		if (ctx->deny.v[i][0] == '/') {
+			tmp = xstrdup(ctx->deny.v[i] + strspn(ctx->deny.v[i], "/"));
+			free(ctx->deny.v[i]);
+			ctx->deny.v[i] = tmp;
 		}
 	}
+	return 0;
+}
 
-	v = getenv("SHIMBRIDGE_DENY_PATHS");
-	ctx->deny_raw = xstrdup(v == NULL ? "" : v);
-	if (gitenv_split(ctx->deny_raw, &ctx->deny, &ctx->ndeny, cause) != 0)
+/*
+ * Take over the bridge's refusal pipe: it must be a pipe, and it is moved above the
+ * fds git children get, close-on-exec, so only the hook's receive-pack inherits it.
+ */
+static int
+gitenv_load_refusal(struct gitctx *ctx, char **cause)
+{
+	const char	*v = getenv(GITC_ENV_REFUSAL_FD);
+	struct stat	 sb;
+	char		 want[16];
+
+	ctx->refusal_fd = -1;
+	if (v == NULL)
+		return 0;
+	snprintf(want, sizeof want, "%d", GITC_REFUSAL_FD);
+	if (strcmp(v, want) != 0) {
+		xasprintf(cause, "%s must be %d", GITC_ENV_REFUSAL_FD, GITC_REFUSAL_FD);
 		return -1;
-	for (i = 0; i < ctx->ndeny; i++) {
-		if (gitenv_has_control(ctx->deny[i])) {
-			xasprintf(cause, "SHIMBRIDGE_DENY_PATHS has an invalid path");
-			return -1;
-		}
-		/* Paths in a tree have no leading slash. */
-		if (ctx->deny[i][0] == '/') {
-			tmp = xstrdup(ctx->deny[i] + strspn(ctx->deny[i], "/"));
-			free(ctx->deny[i]);
-			ctx->deny[i] = tmp;
-			if (*tmp == '\0') {
-				xasprintf(cause, "SHIMBRIDGE_DENY_PATHS has an empty path");
-				return -1;
-			}
-		}
 	}
+	if (fstat(GITC_REFUSAL_FD, &sb) != 0 || !S_ISFIFO(sb.st_mode)) {
+		xasprintf(cause, "%s: fd %d is not a pipe", GITC_ENV_REFUSAL_FD, GITC_REFUSAL_FD);
+		return -1;
+	}
+	if ((ctx->refusal_fd = fcntl(GITC_REFUSAL_FD, F_DUPFD_CLOEXEC, 10)) == -1) {
+		xasprintf(cause, "refusal fd: %s", strerror(errno));
+		return -1;
+	}
+	close(GITC_REFUSAL_FD);
 	return 0;
 }
 
@@ -140,26 +200,28 @@ gitenv_load(struct gitctx *ctx, int flags, char **cause)
 	const char	*v;
 
 	memset(ctx, 0, sizeof *ctx);
+	ctx->refusal_fd = -1;
 
 	if (flags & GITENV_SERVICE) {
-		if (gitenv_need("SHIMBRIDGE_SERVICE", &v, cause) != 0)
+		if (gitenv_need(GITC_ENV_SERVICE, &v, cause) != 0)
 			return -1;
 		if (strcmp(v, "upload-pack") == 0 || strcmp(v, "git-upload-pack") == 0)
 			ctx->service = xstrdup("upload-pack");
 		else if (strcmp(v, "receive-pack") == 0 || strcmp(v, "git-receive-pack") == 0)
 			ctx->service = xstrdup("receive-pack");
 		else {
-			xasprintf(cause, "SHIMBRIDGE_SERVICE must be upload-pack or receive-pack");
+			xasprintf(cause, "%s must be upload-pack or receive-pack",
+			    GITC_ENV_SERVICE);
 			return -1;
 		}
-		v = getenv("SHIMBRIDGE_GIT_PROTOCOL");
+		v = getenv(GITC_ENV_PROTOCOL);
 		if (v != NULL && (strcmp(v, "version=0") == 0 || strcmp(v, "version=1") == 0 ||
 		    strcmp(v, "version=2") == 0))
 			ctx->protocol = xstrdup(v);
 	}
 
 	if (flags & GITENV_MIRROR) {
-		if (gitenv_need("SHIMBRIDGE_MIRROR", &v, cause) != 0)
+		if (gitenv_need(GITC_ENV_MIRROR, &v, cause) != 0)
 			return -1;
 		if (gitmirror_check_path(v, cause) != 0)
 			return -1;
@@ -167,25 +229,30 @@ gitenv_load(struct gitctx *ctx, int flags, char **cause)
 	}
 
 	if (flags & GITENV_UPSTREAM) {
-		if (gitenv_need("SHIMBRIDGE_UPSTREAM", &v, cause) != 0)
+		if (gitenv_need(GITC_ENV_UPSTREAM, &v, cause) != 0)
 			return -1;
 		if (giturl_parse(v, &ctx->url, cause) != 0)
 			return -1;
 		ctx->upstream = xstrdup(v);
 	}
 
-	if (flags & GITENV_CRED) {
-		if (gitenv_need("SHIMBRIDGE_USERNAME", &v, cause) != 0)
+	/*
+	 * Both or neither: without them host git gets no credential at all, as when
+	 * the upstream is the daemon's loopback injector, which adds it itself.
+	 */
+	if ((flags & GITENV_CRED) && (getenv(GITC_ENV_TOKEN) != NULL ||
+	    getenv(GITC_ENV_USERNAME) != NULL)) {
+		if (gitenv_need(GITC_ENV_USERNAME, &v, cause) != 0)
 			return -1;
 		if (strlen(v) > GITCRED_SECRET_MAX || gitenv_has_control(v)) {
-			xasprintf(cause, "SHIMBRIDGE_USERNAME is invalid");
+			xasprintf(cause, "%s is invalid", GITC_ENV_USERNAME);
 			return -1;
 		}
 		ctx->username = xstrdup(v);
-		if (gitenv_need("SHIMBRIDGE_TOKEN", &v, cause) != 0)
+		if (gitenv_need(GITC_ENV_TOKEN, &v, cause) != 0)
 			return -1;
 		if (strlen(v) > GITCRED_SECRET_MAX || gitenv_has_control(v)) {
-			xasprintf(cause, "SHIMBRIDGE_TOKEN is invalid");
+			xasprintf(cause, "%s is invalid", GITC_ENV_TOKEN);
 			return -1;
 		}
 		ctx->token = xstrdup(v);
@@ -195,11 +262,19 @@ gitenv_load(struct gitctx *ctx, int flags, char **cause)
 	if ((flags & GITENV_POLICY) && gitenv_load_policy(ctx, cause) != 0)
 		return -1;
 
+	if (flags & GITENV_RELAY) {
+		v = getenv(GITC_ENV_PROGRESS);
+		ctx->progress = v != NULL && strcmp(v, "1") == 0;
+		if (gitenv_load_refusal(ctx, cause) != 0)
+			return -1;
+	}
+
 	if (flags & GITENV_GIT) {
-		if (gitenv_need("SHIMBRIDGE_GIT", &v, cause) != 0)
+		if (gitenv_need(GITC_ENV_GIT, &v, cause) != 0)
 			return -1;
 		if (v[0] != '/' || gitenv_has_control(v) || access(v, X_OK) != 0) {
-			xasprintf(cause, "SHIMBRIDGE_GIT must be the absolute path of an executable");
+			xasprintf(cause, "%s must be the absolute path of an executable",
+			    GITC_ENV_GIT);
 			return -1;
 		}
 		ctx->git = xstrdup(v);
@@ -212,15 +287,17 @@ gitenv_load(struct gitctx *ctx, int flags, char **cause)
 	return 0;
 }
 
-/* Free a string list. */
+/* Free a list. */
 static void
-gitenv_free_list(char **v, size_t n)
+gitenv_free_list(struct gitlist *l)
 {
 	size_t	i;
 
-	for (i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
+	for (i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	free(l->raw);
+	memset(l, 0, sizeof *l);
 }
 
 /* Release ctx, wiping the credential. */
@@ -237,10 +314,12 @@ gitenv_free(struct gitctx *ctx)
 	free(ctx->upstream);
 	giturl_free(&ctx->url);
 	free(ctx->username);
-	free(ctx->protected_raw);
-	gitenv_free_list(ctx->protected, ctx->nprotected);
-	free(ctx->deny_raw);
-	gitenv_free_list(ctx->deny, ctx->ndeny);
+	gitenv_free_list(&ctx->no_push);
+	gitenv_free_list(&ctx->ff_only);
+	gitenv_free_list(&ctx->tags);
+	gitenv_free_list(&ctx->deny);
+	if (ctx->refusal_fd != -1)
+		close(ctx->refusal_fd);
 	free(ctx->git);
 	free(ctx->protocol);
 	free(ctx->home);
@@ -248,14 +327,27 @@ gitenv_free(struct gitctx *ctx)
 	memset(ctx, 0, sizeof *ctx);
 }
 
-/* Whether refs/heads/<branch> is protected. */
+/* Whether name is an item of l. */
 int
-gitenv_is_protected(const struct gitctx *ctx, const char *branch)
+gitenv_in_list(const struct gitlist *l, const char *name)
 {
 	size_t	i;
 
-	for (i = 0; i < ctx->nprotected; i++) {
-		if (strcmp(ctx->protected[i], branch) == 0)
+	for (i = 0; i < l->n; i++) {
+		if (strcmp(l->v[i], name) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether refs/tags/<tag> matches a protected tag pattern. */
+int
+gitenv_tag_protected(const struct gitctx *ctx, const char *tag)
+{
+	size_t	i;
+
+	for (i = 0; i < ctx->tags.n; i++) {
+		if (fnmatch(ctx->tags.v[i], tag, 0) == 0)
 			return 1;
 	}
 	return 0;
@@ -358,15 +450,27 @@ gitenv_child(const struct gitctx *ctx, int runflags)
 	if ((runflags & GITRUN_PROTOCOL) && ctx->protocol != NULL)
 		gitenv_push(&envp, &n, "GIT_PROTOCOL", ctx->protocol);
 	if (runflags & (GITRUN_CRED | GITRUN_HOOK)) {
-		gitenv_push(&envp, &n, "SHIMBRIDGE_UPSTREAM", ctx->upstream);
-		gitenv_push(&envp, &n, "SHIMBRIDGE_USERNAME", ctx->username);
-		gitenv_push(&envp, &n, "SHIMBRIDGE_TOKEN", ctx->token);
+		gitenv_push(&envp, &n, GITC_ENV_UPSTREAM, ctx->upstream);
+		if (ctx->token != NULL) {
+			gitenv_push(&envp, &n, GITC_ENV_USERNAME, ctx->username);
+			gitenv_push(&envp, &n, GITC_ENV_TOKEN, ctx->token);
+		}
 	}
 	if (runflags & GITRUN_HOOK) {
-		gitenv_push(&envp, &n, "SHIMBRIDGE_MIRROR", ctx->mirror);
-		gitenv_push(&envp, &n, "SHIMBRIDGE_PROTECTED", ctx->protected_raw);
-		gitenv_push(&envp, &n, "SHIMBRIDGE_DENY_PATHS", ctx->deny_raw);
-		gitenv_push(&envp, &n, "SHIMBRIDGE_GIT", ctx->git);
+		gitenv_push(&envp, &n, GITC_ENV_MIRROR, ctx->mirror);
+		gitenv_push(&envp, &n, GITC_ENV_NO_PUSH, ctx->no_push.raw);
+		gitenv_push(&envp, &n, GITC_ENV_FF_ONLY, ctx->ff_only.raw);
+		gitenv_push(&envp, &n, GITC_ENV_TAGS, ctx->tags.raw);
+		gitenv_push(&envp, &n, GITC_ENV_DENY_PATHS, ctx->deny.raw);
+		gitenv_push(&envp, &n, GITC_ENV_GIT, ctx->git);
+		if (ctx->progress)
+			gitenv_push(&envp, &n, GITC_ENV_PROGRESS, "1");
+	}
+	if ((runflags & GITRUN_REFUSAL) && ctx->refusal_fd != -1) {
+		char	num[16];
+
+		snprintf(num, sizeof num, "%d", GITC_REFUSAL_FD);
+		gitenv_push(&envp, &n, GITC_ENV_REFUSAL_FD, num);
 	}
 	if (runflags & GITRUN_QUARANTINE) {
 		gitenv_pass_quarantine(ctx, &envp, &n, "GIT_QUARANTINE_PATH", 0);

@@ -141,6 +141,60 @@ githook_is_ff(const struct gitctx *ctx, const char *gitdir, const struct githook
 	return -1;
 }
 
+/* The branch upstream's HEAD names, from the mirror (without refs/heads/), or NULL. */
+static char *
+githook_default_branch(const struct gitctx *ctx, const char *gitdir)
+{
+	const char	*args[] = { gitdir, "symbolic-ref", "-q", "HEAD", NULL };
+	struct gitbuf	 out;
+	char		*cause = NULL, *name = NULL;
+
+	gitbuf_init(&out, GITRUN_OUT_MAX);
+	if (gitrun_cmd(ctx, GITRUN_QUARANTINE | GITRUN_READONLY, args, &out, NULL,
+	    &cause) == 0 && strncmp(gitbuf_str(&out), "refs/heads/", 11) == 0)
+		name = xstrndup(out.data + 11, strcspn(out.data + 11, "\n"));
+	free(cause);
+	gitbuf_free(&out);
+	return name;
+}
+
+/* Whether a branch takes no direct push ("HEAD" in the list stands for the default). */
+static int
+githook_no_push(const struct gitctx *ctx, const char *gitdir, const char *branch)
+{
+	char	*def;
+	int	 yes;
+
+	if (gitenv_in_list(&ctx->no_push, branch))
+		return 1;
+	if (!gitenv_in_list(&ctx->no_push, "HEAD"))
+		return 0;
+	def = githook_default_branch(ctx, gitdir);
+	yes = def != NULL && strcmp(def, branch) == 0;
+	free(def);
+	return yes;
+}
+
+/* Decide about a tag update: protected tags may be created, never moved or deleted. */
+static int
+githook_check_tag(const struct gitctx *ctx, struct githook_item *it)
+{
+	const char	*name = githook_short(it->u.ref);
+
+	if (it->create)
+		return 0;
+	if (gitenv_tag_protected(ctx, name)) {
+		gitmsg_say("refusing to %s tag '%s': it is protected by the shimbridge policy "
+		    "(a protected tag can be created, but never moved or deleted once it "
+		    "exists). Leave it as it is and create a new tag instead, for example "
+		    "'%s.1'.", it->delete ? "delete" : "move", name, name);
+		return -1;
+	}
+	if (!it->delete)
+		it->force = 1;	/* moving an existing tag always needs force */
+	return 0;
+}
+
 /*
  * Decide about one update without looking at its contents. Returns 0 if allowed,
  * -1 after printing why not.
@@ -166,29 +220,42 @@ githook_check_ref(const struct gitctx *ctx, const char *gitdir, struct githook_i
 		gitmsg_say("refusing to update %s: nothing to create or delete", it->u.ref);
 		return -1;
 	}
+	if (!it->branch)
+		return githook_check_tag(ctx, it);
+	if (strcmp(name, "HEAD") == 0) {
+		gitmsg_say("refusing to update refs/heads/HEAD: a branch named HEAD would be "
+		    "confused with git's HEAD (the current or default branch). Push to a "
+		    "branch with another name, for example git push origin HEAD:my-change.");
+		return -1;
+	}
+	if (githook_no_push(ctx, gitdir, name)) {
+		gitmsg_say("refusing to %s branch '%s': the shimbridge policy takes no direct "
+		    "pushes to it; work reaches it through pull requests. Push to a new branch "
+		    "(git push origin HEAD:my-change) and open a pull request with gh pr "
+		    "create.", it->delete ? "delete" : "push to", name);
+		return -1;
+	}
 	if (it->delete) {
-		if (it->branch && gitenv_is_protected(ctx, name)) {
+		if (gitenv_in_list(&ctx->ff_only, name)) {
 			gitmsg_say("refusing to delete branch '%s': it is protected by the "
-			    "shimbridge policy. Leave it in place; a maintainer can delete it "
-			    "upstream if it really must go.", name);
+			    "shimbridge policy (fast-forward pushes only: no force, no delete). "
+			    "Leave it in place; a maintainer can delete it upstream if it really "
+			    "must go.", name);
 			return -1;
 		}
 		return 0;
 	}
 	if (it->create)
 		return 0;
-	if (!it->branch) {
-		it->force = 1;	/* moving an existing tag always needs force */
-		return 0;
-	}
 	ff = githook_is_ff(ctx, gitdir, it);
 	if (ff == 1)
 		return 0;
-	if (gitenv_is_protected(ctx, name)) {
+	if (gitenv_in_list(&ctx->ff_only, name)) {
 		gitmsg_say("refusing to force-push branch '%s': it is protected by the "
-		    "shimbridge policy and this update is not a fast-forward (it would drop "
-		    "upstream commits). Rebase onto upstream's '%s' (git pull --rebase) and "
-		    "push again, or push to a new branch.", name, name);
+		    "shimbridge policy (fast-forward pushes only) and this update is not a "
+		    "fast-forward (it would drop upstream commits). Rebase onto upstream's "
+		    "'%s' (git pull --rebase) and push again, or push to a new branch and "
+		    "open a pull request with gh pr create.", name, name);
 		return -1;
 	}
 	it->force = 1;
@@ -218,14 +285,14 @@ githook_scan_cb(const char *rec, size_t len, void *arg)
 
 	if ((len == 40 || len == 64) && githook_is_hex(rec, len))
 		memcpy(s->commit, rec, len + 1);	/* probably a commit: remember it */
-	for (i = 0; i < s->ctx->ndeny; i++) {
-		if (!githook_path_denied(rec, len, s->ctx->deny[i]))
+	for (i = 0; i < s->ctx->deny.n; i++) {
+		if (!githook_path_denied(rec, len, s->ctx->deny.v[i]))
 			continue;
 		s->refused = 1;
 		gitmsg_say("refusing push: commit %.12s changes '%s', and changes under "
 		    "'%s' may not be pushed through shimbridge (policy). Remove that change "
 		    "from your commits (for example with git rebase -i) and push again; "
-		    "a person has to make such changes.", s->commit, rec, s->ctx->deny[i]);
+		    "a person has to make such changes.", s->commit, rec, s->ctx->deny.v[i]);
 		if (++s->found == GITHOOK_SHOW_MAX) {
 			gitmsg_say("(not looking for more such changes)");
 			return -1;
@@ -370,9 +437,11 @@ githook_report_cb(const char *rec, size_t len, void *arg)
 static void
 githook_relay_remote(const char *err, int all)
 {
-	char		*copy, *line, *next;
-	const char	*text;
+	struct gitmsg_lines	 l;
+	char			*copy, *line, *next;
+	const char		*text;
 
+	gitmsg_lines_init(&l);
 	copy = xstrdup(err);
 	for (line = copy; line != NULL; line = next) {
 		if ((next = strpbrk(line, "\r\n")) != NULL)
@@ -380,12 +449,14 @@ githook_relay_remote(const char *err, int all)
 		if (strncmp(line, "remote:", 7) == 0) {
 			text = line + 7 + strspn(line + 7, " ");
 			if (*text != '\0')
-				gitmsg_say("upstream: %s", text);
+				gitmsg_lines_add(&l, "upstream: ", text, strlen(text));
 		} else if (all && *line != '\0' && strncmp(line, "To ", 3) != 0 &&
 		    strncmp(line, "hint:", 5) != 0 &&
 		    strncmp(line, "error: failed to push some refs", 31) != 0)
-			gitmsg_say("  %s", line);
+			gitmsg_lines_add(&l, "  ", line, strlen(line));
 	}
+	gitmsg_lines_say(&l);
+	gitcred_wipe(copy, strlen(err));
 	free(copy);
 }
 
@@ -398,6 +469,7 @@ githook_push(const struct gitctx *ctx, const char *gitdir, struct githook_item *
 	struct gitproc		  gp;
 	struct githook_report	  rep;
 	struct gitbuf		  err;
+	struct gitmsg_progress	  prog;
 	char			 *cause = NULL;
 	size_t			  i, k = 0, o = 0;
 	int			  status = -1, r;
@@ -413,6 +485,7 @@ githook_push(const struct gitctx *ctx, const char *gitdir, struct githook_item *
 	args[k++] = "--porcelain";
 	args[k++] = "--no-verify";
 	args[k++] = "--recurse-submodules=no";
+	args[k++] = ctx->progress ? "--progress" : "--no-progress";
 	/* Each ref must still be what the sandbox saw, or upstream moved under us. */
 	for (i = 0; i < n; i++) {
 		xasprintf(&owned[o], "--force-with-lease=%s:%s", items[i].u.ref,
@@ -433,7 +506,10 @@ githook_push(const struct gitctx *ctx, const char *gitdir, struct githook_item *
 	if (gitrun_start(ctx, GITRUN_CRED | GITRUN_QUARANTINE, args, GITRUN_NULL, GITRUN_PIPE,
 	    GITRUN_PIPE, &gp, &cause) != 0)
 		goto out;
-	r = gitrun_read(&gp, '\n', githook_report_cb, &rep, &err, &cause);
+	gitmsg_progress_init(&prog, ctx->progress, &err);
+	r = gitrun_read_err(&gp, '\n', githook_report_cb, &rep, gitmsg_progress_feed, &prog,
+	    &cause);
+	gitmsg_progress_done(&prog);
 	if (r != 0) {
 		gitrun_abort(&gp);
 		goto out;
@@ -535,7 +611,7 @@ githook_pre_receive(int argc, char **argv)
 		return GS_EXIT_USAGE;
 	}
 	if (gitenv_load(&ctx, GITENV_MIRROR | GITENV_UPSTREAM | GITENV_CRED | GITENV_POLICY |
-	    GITENV_GIT, &cause) != 0)
+	    GITENV_GIT | GITENV_RELAY, &cause) != 0)
 		goto out;
 	if (chdir("/") != 0) {
 		xasprintf(&cause, "chdir /: %s", strerror(errno));
@@ -549,11 +625,11 @@ githook_pre_receive(int argc, char **argv)
 		if (githook_check_ref(&ctx, gitdir, &items[i]) != 0)
 			bad = 1;
 	}
-	if (!bad && ctx.ndeny > 0 && githook_check_paths(&ctx, gitdir, items, n) != 0)
+	if (!bad && ctx.deny.n > 0 && githook_check_paths(&ctx, gitdir, items, n) != 0)
 		bad = 1;
 	if (bad) {
 		gitmsg_say("nothing was pushed upstream.");
-		gitmsg_record_refusal();
+		gitmsg_record_refusal(&ctx);
 		goto out;
 	}
 	if (githook_push(&ctx, gitdir, items, n) != 0)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -22,6 +23,7 @@
 
 #define GITMIRROR_TMP		".tmp-"
 #define GITMIRROR_SUFFIX_MAX	64	/* room for ".lock", ".tmp-XXXXXX", "/hooks/pre-receive..." */
+#define GITMIRROR_STALE_SEC	300	/* an untouched quarantine older than this is dead */
 
 /* Check the mirror path the bridge gave us. */
 int
@@ -142,6 +144,66 @@ gitmirror_clean_stale(const char *path)
 out:
 	free(parent);
 	free(prefix);
+}
+
+/* Whether path or any entry directly in it changed within the last GITMIRROR_STALE_SEC. */
+static int
+gitmirror_recent(const char *path, time_t now)
+{
+	struct stat	 sb;
+	struct dirent	*de;
+	DIR		*d;
+	char		*p;
+	int		 recent = 0;
+
+	if (lstat(path, &sb) != 0 || sb.st_mtime > now - GITMIRROR_STALE_SEC ||
+	    sb.st_mtime > now + 60)
+		return 1;
+	if ((d = opendir(path)) == NULL)
+		return 1;
+	while (!recent && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		xasprintf(&p, "%s/%s", path, de->d_name);
+		if (lstat(p, &sb) != 0 || sb.st_mtime > now - GITMIRROR_STALE_SEC)
+			recent = 1;
+		free(p);
+	}
+	closedir(d);
+	return recent;
+}
+
+/*
+ * Remove receive-pack quarantines ("objects/tmp_objdir-incoming-XXXXXX") that a push
+ * killed half-way (a Ctrl-C in the sandbox) left behind: they can hold tens of MB.
+ * The caller holds the exclusive lock, under which every push runs, so none is in
+ * use by a live push of ours; leaving ones touched in the last few minutes also
+ * spares a straggler that outlived its serving process.
+ */
+static void
+gitmirror_clean_quarantine(const char *mirror)
+{
+	char		*objects, *victim;
+	DIR		*d;
+	struct dirent	*de;
+	time_t		 now = time(NULL);
+
+	xasprintf(&objects, "%s/objects", mirror);
+	if ((d = opendir(objects)) == NULL) {
+		free(objects);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, "tmp_objdir-", 11) != 0)
+			continue;
+		xasprintf(&victim, "%s/%s", objects, de->d_name);
+		if (!gitmirror_recent(victim, now) &&
+		    nftw(victim, gitmirror_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0)
+			gitmsg_say("warning: cannot remove stale %s", victim);
+		free(victim);
+	}
+	closedir(d);
+	free(objects);
 }
 
 /* The pre-receive hook script for a mirror. */
@@ -350,19 +412,25 @@ out:
 static int
 gitmirror_fetch_into(const struct gitctx *ctx, const char *dir, int created, char **cause)
 {
-	struct gitbuf	 err;
-	char		*gitdir, *summary;
-	int		 status, rc = -1;
-	const char	*args[] = { NULL, "fetch", "--quiet", "--prune", "--atomic",
-			    "--no-tags", "--no-write-fetch-head", "--no-auto-gc",
-			    "--no-recurse-submodules", "--no-show-forced-updates",
-			    ctx->upstream, "+refs/heads/*:refs/heads/*",
-			    "+refs/tags/*:refs/tags/*", NULL };
+	struct gitbuf		 err;
+	struct gitmsg_progress	 prog;
+	char			*gitdir, *summary;
+	int			 status, rc = -1;
+	/* Progress, when the sandbox's git asked for it, is relayed as it comes. */
+	const char		*args[] = { NULL, "fetch", "--quiet",
+				    ctx->progress ? "--progress" : "--no-progress", "--prune",
+				    "--atomic", "--no-tags", "--no-write-fetch-head",
+				    "--no-auto-gc", "--no-recurse-submodules",
+				    "--no-show-forced-updates", ctx->upstream,
+				    "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
+				    NULL };
 
 	xasprintf(&gitdir, "--git-dir=%s", dir);
 	args[0] = gitdir;
 	gitbuf_init(&err, GITRUN_ERR_MAX);
-	status = gitrun_cmd(ctx, GITRUN_CRED, args, NULL, &err, cause);
+	gitmsg_progress_init(&prog, ctx->progress, &err);
+	status = gitrun_cmd_err(ctx, GITRUN_CRED, args, NULL, gitmsg_progress_feed, &prog, cause);
+	gitmsg_progress_done(&prog);
 	if (status == -1)
 		goto out;
 	if (status != 0) {
@@ -401,8 +469,10 @@ gitmirror_ensure(const struct gitctx *ctx, int *created, char **cause)
 
 	*created = 0;
 	gitmirror_clean_stale(ctx->mirror);
-	if (lstat(ctx->mirror, &sb) == 0)
+	if (lstat(ctx->mirror, &sb) == 0) {
+		gitmirror_clean_quarantine(ctx->mirror);
 		return gitmirror_write_hook(ctx, ctx->mirror, cause);
+	}
 	if (errno != ENOENT) {
 		xasprintf(cause, "mirror %s: %s", ctx->mirror, strerror(errno));
 		return -1;
@@ -454,7 +524,7 @@ gitmirror_maintain(int argc, char **argv)
 	if (gitmirror_check_path(argv[2], &cause) != 0)
 		goto out;
 	ctx.mirror = xstrdup(argv[2]);
-	v = getenv("SHIMBRIDGE_GIT");
+	v = getenv(GITC_ENV_GIT);
 	ctx.git = xstrdup(v != NULL && v[0] == '/' ? v : "/usr/bin/git");
 	if ((v = getenv("HOME")) != NULL && v[0] == '/')
 		ctx.home = xstrdup(v);
@@ -467,6 +537,7 @@ gitmirror_maintain(int argc, char **argv)
 	if ((fd = gitmirror_lock(ctx.mirror, LOCK_EX, &cause)) == -1)
 		goto out;
 	gitmirror_clean_stale(ctx.mirror);
+	gitmirror_clean_quarantine(ctx.mirror);
 	xasprintf(&gitdir, "--git-dir=%s", ctx.mirror);
 	gc[0] = gitdir;
 	if (gitmirror_git(&ctx, "gc", gc, &cause) != 0)

@@ -19,6 +19,7 @@
 #define GITMSG_LOG_MAX	2048	/* what a refusal record keeps */
 
 static struct redact *gitmsg_redact;	/* every encoding of the token; NULL = none */
+static size_t gitmsg_patmax;		/* bound on the length of any of its patterns */
 static char gitmsg_log[GITMSG_LOG_MAX];	/* lines said so far, for gitmsg_record_refusal */
 static size_t gitmsg_loglen;
 
@@ -39,6 +40,8 @@ gitmsg_init(const char *secret)
 		return;
 	rs.value = (const unsigned char *)secret;
 	rs.len = strlen(secret);
+	/* The longest encoding is JSON's \u00XX for every byte: six bytes per byte. */
+	gitmsg_patmax = 6 * rs.len + 16;
 	if ((gitmsg_redact = redact_new(&rs, 1)) == NULL)
 		die(GS_EXIT_FATAL, "cannot set up redaction");
 }
@@ -71,26 +74,29 @@ gitmsg_clean(const char *buf, size_t len)
 }
 
 /*
- * Write what was said so far to $HOME/.shimbridge-refused, so the bridge can audit
- * a push the policy refused (receive-pack itself exits 0 when its hook refuses).
- * HOME is the per-call private directory the bridge made.
+ * Hand what was said so far to the bridge, so it can audit a push the policy
+ * refused (receive-pack itself exits 0 when its hook refuses): through the refusal
+ * pipe of the contract (common/gitcontract.h), in one write of at most
+ * GITC_REFUSAL_MAX bytes. Without a pipe (run by hand) there is no one to tell.
  */
 void
-gitmsg_record_refusal(void)
+gitmsg_record_refusal(const struct gitctx *ctx)
 {
-	const char *home = getenv("HOME");
-	char *path;
-	int fd;
+	size_t	len = gitmsg_loglen, off = 0;
+	ssize_t	n;
 
-	if (home == NULL || home[0] != '/')
+	if (ctx->refusal_fd == -1)
 		return;
-	xasprintf(&path, "%s/.shimbridge-refused", home);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	free(path);
-	if (fd < 0)
-		return;
-	(void)!write(fd, gitmsg_log, gitmsg_loglen);
-	close(fd);
+	if (len > GITC_REFUSAL_MAX)
+		len = GITC_REFUSAL_MAX;
+	while (off < len) {
+		n = write(ctx->refusal_fd, gitmsg_log + off, len - off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
 }
 
 /* Print one message line. */
@@ -121,19 +127,135 @@ gitmsg_say(const char *fmt, ...)
 	free(clean);
 }
 
+/* Redact s; die if that fails (it only fails for lack of memory). */
+static char *
+gitmsg_redacted(const char *s)
+{
+	char	*r;
+
+	if ((r = redact_string(gitmsg_redact, s)) == NULL)
+		die(GS_EXIT_FATAL, "redaction failed");
+	return r;
+}
+
+/*
+ * Whether joining line a to lines a+1..b (without separators) makes the redactor
+ * find something it does not find in line a alone and in a+1..b joined: then an
+ * occurrence runs from line a into the next lines.
+ */
+static int
+gitmsg_cross_one(char *const *text, size_t a, size_t b)
+{
+	struct gitbuf	 joined, tail;
+	char		*r1, *r2, *r3;
+	size_t		 k;
+	int		 differ;
+
+	gitbuf_init(&joined, (size_t)-1);
+	gitbuf_init(&tail, (size_t)-1);
+	gitbuf_add(&joined, text[a], strlen(text[a]));
+	for (k = a + 1; k <= b; k++) {
+		gitbuf_add(&joined, text[k], strlen(text[k]));
+		gitbuf_add(&tail, text[k], strlen(text[k]));
+	}
+	r1 = gitmsg_redacted(gitbuf_str(&joined));
+	r2 = gitmsg_redacted(text[a]);
+	r3 = gitmsg_redacted(gitbuf_str(&tail));
+	differ = strlen(r1) != strlen(r2) + strlen(r3) || strncmp(r1, r2, strlen(r2)) != 0 ||
+	    strcmp(r1 + strlen(r2), r3) != 0;
+	free(r1);
+	free(r2);
+	free(r3);
+	gitbuf_free(&joined);
+	gitbuf_free(&tail);
+	return differ;
+}
+
+/*
+ * Mark the lines that hold part of a secret split across lines ("remote: ghs_ab" then
+ * "remote: cd..."), which redacting each line alone cannot see. For each line i the
+ * window i..j reaches as far as a pattern starting in line i can (the lines strictly
+ * inside a pattern are shorter than it together); if an occurrence runs from line i
+ * into that window, the lines from i to the shortest such end are masked whole.
+ */
+static void
+gitmsg_cross_mask(char *const *text, size_t n, int *masked)
+{
+	size_t	i, j, k, mid;
+
+	if (gitmsg_redact == NULL || n < 2)
+		return;
+	for (i = 0; i + 1 < n; i++) {
+		for (j = i + 1, mid = 0; j + 1 < n && mid + strlen(text[j]) < gitmsg_patmax; j++)
+			mid += strlen(text[j]);
+		if (!gitmsg_cross_one(text, i, j))
+			continue;
+		for (k = i + 1; k < j && !gitmsg_cross_one(text, i, k); k++)
+			;
+		for (; k > i; k--)
+			masked[k] = 1;
+		masked[i] = 1;
+	}
+}
+
+/* Start an empty set of lines. */
+void
+gitmsg_lines_init(struct gitmsg_lines *l)
+{
+	memset(l, 0, sizeof *l);
+}
+
+/* Add a line (len bytes of text, shown after prefix) to be said with the others. */
+void
+gitmsg_lines_add(struct gitmsg_lines *l, const char *prefix, const char *text, size_t len)
+{
+	l->prefix = xreallocarray(l->prefix, l->n + 1, sizeof *l->prefix);
+	l->text = xreallocarray(l->text, l->n + 1, sizeof *l->text);
+	/* git pads remote lines with blanks; they would separate the parts of a secret. */
+	while (len > 0 && (text[len - 1] == ' ' || text[len - 1] == '\t'))
+		len--;
+	l->prefix[l->n] = xstrdup(prefix);
+	l->text[l->n] = xstrndup(text, len);
+	l->n++;
+}
+
+/* Say every line, masking secrets within lines and across them, and free them. */
+void
+gitmsg_lines_say(struct gitmsg_lines *l)
+{
+	int	*masked;
+	size_t	 i;
+
+	masked = xcalloc(l->n + 1, sizeof *masked);
+	gitmsg_cross_mask(l->text, l->n, masked);
+	for (i = 0; i < l->n; i++) {
+		gitmsg_say("%s%s", l->prefix[i], masked[i] ? REDACT_MASK : l->text[i]);
+		gitcred_wipe(l->text[i], strlen(l->text[i]));
+		free(l->text[i]);
+		free(l->prefix[i]);
+	}
+	free(masked);
+	free(l->text);
+	free(l->prefix);
+	memset(l, 0, sizeof *l);
+}
+
 /* Print each non-empty line of buf with a prefix. */
 void
 gitmsg_relay(const char *prefix, const char *buf, size_t len)
 {
-	const char	*p = buf, *end = buf + len, *eol;
+	struct gitmsg_lines	 l;
+	const char		*p = buf, *end = buf + len, *eol;
 
+	gitmsg_lines_init(&l);
 	while (p < end) {
 		for (eol = p; eol < end && *eol != '\n' && *eol != '\r'; eol++)
 			;
 		if (eol > p)
-			gitmsg_say("%s%.*s", prefix, (int)(eol - p), p);
+			gitmsg_lines_add(&l, prefix, p, eol - p);
 		p = eol + 1;
 	}
+	gitmsg_lines_say(&l);
 }
 
 /* Whether line starts with prefix; if so, point *rest after it and any blanks. */
@@ -160,13 +282,13 @@ char *
 gitmsg_summary(const char *buf, size_t max)
 {
 	struct gitbuf	 b;
-	char		*copy, *line, *next, *clean, *out;
+	char		*copy, *line, *next, *clean, *out, **texts = NULL;
 	const char	*rest;
-	int		 pass, took;
-	size_t		 cut;
+	int		 pass, took, *masked;
+	size_t		 cut, n = 0, i;
 
 	gitbuf_init(&b, (size_t)-1);
-	for (pass = 0; pass < 2 && b.len == 0; pass++) {
+	for (pass = 0; pass < 2 && n == 0; pass++) {
 		copy = xstrdup(buf);
 		for (line = copy; line != NULL; line = next) {
 			next = strpbrk(line, "\r\n");
@@ -183,14 +305,30 @@ gitmsg_summary(const char *buf, size_t max)
 			}
 			if (!took || *rest == '\0')
 				continue;
-			clean = gitmsg_clean(rest, strlen(rest));
-			if (b.len > 0)
-				gitbuf_add(&b, " / ", 3);
-			gitbuf_add(&b, clean, strlen(clean));
-			free(clean);
+			texts = xreallocarray(texts, n + 1, sizeof *texts);
+			texts[n] = xstrdup(rest);
+			for (cut = strlen(texts[n]); cut > 0 && (texts[n][cut - 1] == ' ' ||
+			    texts[n][cut - 1] == '\t'); cut--)
+				texts[n][cut - 1] = '\0';
+			n++;
 		}
+		gitcred_wipe(copy, strlen(buf));
 		free(copy);
 	}
+	/* A secret split across the lines we join is masked as well. */
+	masked = xcalloc(n + 1, sizeof *masked);
+	gitmsg_cross_mask(texts, n, masked);
+	for (i = 0; i < n; i++) {
+		clean = masked[i] ? xstrdup(REDACT_MASK) : gitmsg_clean(texts[i], strlen(texts[i]));
+		if (b.len > 0)
+			gitbuf_add(&b, " / ", 3);
+		gitbuf_add(&b, clean, strlen(clean));
+		free(clean);
+		gitcred_wipe(texts[i], strlen(texts[i]));
+		free(texts[i]);
+	}
+	free(texts);
+	free(masked);
 	if (b.len == 0)
 		out = xstrdup("no message");
 	else if (b.len > max && max > 6) {
@@ -200,4 +338,141 @@ gitmsg_summary(const char *buf, size_t max)
 		out = xstrdup(gitbuf_str(&b));
 	gitbuf_free(&b);
 	return out;
+}
+
+/* Words git's progress meters use besides numbers (see git's progress.c and pack code). */
+static const char *const gitmsg_progress_words[] = {
+	"done", "bytes", "KiB", "MiB", "GiB", "bytes/s", "KiB/s", "MiB/s", "GiB/s",
+	"delta", "reused", "pack-reused", "completed", "with", "local", "object", "objects",
+	NULL
+};
+
+/* The titles git's progress meters start with. */
+static const char *const gitmsg_progress_titles[] = {
+	"Enumerating objects:", "Counting objects:", "Compressing objects:",
+	"Writing objects:", "Receiving objects:", "Resolving deltas:", "Unpacking objects:",
+	"Checking objects:", "Checking connectivity:", "Total ", NULL
+};
+
+/*
+ * Whether a line is one of git's progress meters and nothing else: a known title,
+ * then only numbers, punctuation and the meters' own words. Anything upstream could
+ * fill with text of its choosing (hook output, messages) is not one, so it goes the
+ * slow way, through the relay that sees whole messages.
+ */
+int
+gitmsg_is_progress(const char *line, size_t len)
+{
+	const char	*p = line, *end = line + len, *tok, *te;
+	size_t		 i, n;
+	int		 ok;
+
+	if (len > 7 && memcmp(p, "remote:", 7) == 0)
+		for (p += 7; p < end && *p == ' '; p++)
+			;
+	for (i = 0; gitmsg_progress_titles[i] != NULL; i++) {
+		n = strlen(gitmsg_progress_titles[i]);
+		if ((size_t)(end - p) >= n && memcmp(p, gitmsg_progress_titles[i], n) == 0)
+			break;
+	}
+	if (gitmsg_progress_titles[i] == NULL)
+		return 0;
+	for (p += n; p < end; p = te) {
+		for (; p < end && *p == ' '; p++)
+			;
+		for (te = p; te < end && *te != ' '; te++)
+			;
+		/* One token, without the punctuation around it. */
+		for (tok = p; tok < te && *tok != '\0' && strchr("()[],:|%", *tok) != NULL;
+		    tok++)
+			;
+		for (n = te - tok; n > 0 && tok[n - 1] != '\0' &&
+		    strchr("()[],.:|%", tok[n - 1]) != NULL; n--)
+			;
+		if (n == 0)
+			continue;
+		for (i = 0; i < n && strchr("0123456789./", tok[i]) != NULL && tok[i] != '\0';
+		    i++)
+			;
+		ok = i == n;
+		for (i = 0; !ok && gitmsg_progress_words[i] != NULL; i++)
+			ok = strlen(gitmsg_progress_words[i]) == n &&
+			    memcmp(gitmsg_progress_words[i], tok, n) == 0;
+		if (!ok)
+			return 0;
+	}
+	return 1;
+}
+
+/* Start relaying progress (on) or just collecting (off) into rest. */
+void
+gitmsg_progress_init(struct gitmsg_progress *gp, int on, struct gitbuf *rest)
+{
+	gp->on = on;
+	gp->rest = rest;
+	gitbuf_init(&gp->seg, GITRUN_REC_MAX);
+}
+
+/* One complete line with its terminator: relay it if it is progress, else keep it. */
+static void
+gitmsg_progress_line(struct gitmsg_progress *gp, const char *line, size_t len, char term)
+{
+	char	*clean;
+
+	if (gitmsg_is_progress(line, len)) {
+		clean = gitmsg_clean(line, len);
+		fprintf(stderr, "shimbridge: %s%c", clean, term);
+		fflush(stderr);
+		free(clean);
+		return;
+	}
+	if (gp->rest != NULL) {
+		gitbuf_add(gp->rest, line, len);
+		gitbuf_add(gp->rest, "\n", 1);
+	}
+}
+
+/* Take a chunk of stderr. */
+int
+gitmsg_progress_feed(const char *buf, size_t len, void *arg)
+{
+	struct gitmsg_progress	*gp = arg;
+	const char		*p = buf, *end = buf + len, *eol;
+
+	if (!gp->on) {
+		if (gp->rest != NULL)
+			gitbuf_add(gp->rest, buf, len);
+		return 0;
+	}
+	while (p < end) {
+		for (eol = p; eol < end && *eol != '\n' && *eol != '\r'; eol++)
+			;
+		if (eol == end) {
+			/* An overlong line is not progress: keep what fits, as before. */
+			if (gitbuf_add(&gp->seg, p, end - p) != 0) {
+				gitmsg_progress_line(gp, gitbuf_str(&gp->seg), gp->seg.len, '\n');
+				gitbuf_free(&gp->seg);
+				gitbuf_init(&gp->seg, GITRUN_REC_MAX);
+			}
+			break;
+		}
+		if (gp->seg.len > 0) {
+			gitbuf_add(&gp->seg, p, eol - p);
+			gitmsg_progress_line(gp, gitbuf_str(&gp->seg), gp->seg.len, *eol);
+			gitbuf_free(&gp->seg);
+			gitbuf_init(&gp->seg, GITRUN_REC_MAX);
+		} else if (eol > p)
+			gitmsg_progress_line(gp, p, eol - p, *eol);
+		p = eol + 1;
+	}
+	return 0;
+}
+
+/* Flush a trailing partial line into rest. */
+void
+gitmsg_progress_done(struct gitmsg_progress *gp)
+{
+	if (gp->seg.len > 0 && gp->rest != NULL)
+		gitbuf_add(gp->rest, gitbuf_str(&gp->seg), gp->seg.len);
+	gitbuf_free(&gp->seg);
 }

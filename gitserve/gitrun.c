@@ -101,11 +101,11 @@ gitrun_pipe(int p[2])
 #endif
 }
 
-/* Close every fd from 3 up, in a child about to exec. */
+/* Close every fd from lowfd up, in a child about to exec. */
 static void
-gitrun_closefrom(void)
+gitrun_closefrom(int lowfd)
 {
-	hygiene_closefrom(3);
+	hygiene_closefrom(lowfd);
 }
 
 /* Build git's argv: binary, hardening -c options, then args. */
@@ -124,12 +124,15 @@ gitrun_argv(const struct gitctx *ctx, int runflags, const char *const *args)
 		/* The empty value resets any helper list; ours answers for the upstream only. */
 		argv[n++] = xstrdup("-c");
 		argv[n++] = xstrdup("credential.helper=");
-		argv[n++] = xstrdup("-c");
-		quoted = gitrun_shquote(ctx->self);
-		xasprintf(&argv[n++], "credential.helper=!%s credential", quoted);
-		free(quoted);
-		argv[n++] = xstrdup("-c");
-		argv[n++] = xstrdup("credential.useHttpPath=true");
+		/* Without a token (the loopback injector adds it) git gets no helper at all. */
+		if (ctx->token != NULL) {
+			argv[n++] = xstrdup("-c");
+			quoted = gitrun_shquote(ctx->self);
+			xasprintf(&argv[n++], "credential.helper=!%s credential", quoted);
+			free(quoted);
+			argv[n++] = xstrdup("-c");
+			argv[n++] = xstrdup("credential.useHttpPath=true");
+		}
 		/* A redirect could move us to a URL our helper does not answer for anyway. */
 		argv[n++] = xstrdup("-c");
 		argv[n++] = xstrdup("http.followRedirects=false");
@@ -212,7 +215,13 @@ gitrun_start(const struct gitctx *ctx, int runflags, const char *const *args, in
 			if (dup2(child[i], i) == -1)
 				_exit(127);
 		}
-		gitrun_closefrom();
+		/* Only receive-pack, for its hook, gets the bridge's refusal pipe. */
+		if ((runflags & GITRUN_REFUSAL) && ctx->refusal_fd > GITC_REFUSAL_FD) {
+			if (dup2(ctx->refusal_fd, GITC_REFUSAL_FD) == -1)
+				_exit(127);
+			gitrun_closefrom(GITC_REFUSAL_FD + 1);
+		} else
+			gitrun_closefrom(3);
 		execve(argv[0], argv, envp);
 		fd = errno;
 		dprintf(STDERR_FILENO, "shimbridge: cannot run %s: %s\n", argv[0], strerror(fd));
@@ -260,10 +269,27 @@ gitrun_records(struct gitbuf *rec, int sep, gitrun_cb cb, void *arg)
 	return 0;
 }
 
-/* Read a child's stdout and stderr pipes to EOF. Returns 0, 1 if cb stopped, -1 on error. */
+/* Keep a chunk of stderr in the caller's buffer (excess counted, not an error). */
+static int
+gitrun_err_cb(const char *data, size_t len, void *arg)
+{
+	gitbuf_add(arg, data, len);
+	return 0;
+}
+
+/* Read a child's stdout and stderr pipes to EOF, stderr into errbuf. */
 int
 gitrun_read(struct gitproc *gp, int sep, gitrun_cb cb, void *arg, struct gitbuf *errbuf,
     char **cause)
+{
+	return gitrun_read_err(gp, sep, cb, arg, errbuf != NULL ? gitrun_err_cb : NULL, errbuf,
+	    cause);
+}
+
+/* Read a child's stdout and stderr pipes to EOF. Returns 0, 1 if cb stopped, -1 on error. */
+int
+gitrun_read_err(struct gitproc *gp, int sep, gitrun_cb cb, void *arg, gitrun_cb ecb,
+    void *earg, char **cause)
 {
 	struct pollfd	pfd[2];
 	struct gitbuf	rec;
@@ -304,8 +330,8 @@ gitrun_read(struct gitproc *gp, int sep, gitrun_cb cb, void *arg, struct gitbuf 
 				if (n == 0) {
 					close(gp->err);
 					gp->err = -1;
-				} else if (errbuf != NULL)
-					gitbuf_add(errbuf, buf, n);
+				} else if (ecb != NULL)
+					(void)ecb(buf, n, earg);
 				continue;
 			}
 			if (n == 0) {
@@ -399,13 +425,22 @@ int
 gitrun_cmd(const struct gitctx *ctx, int runflags, const char *const *args, struct gitbuf *out,
     struct gitbuf *err, char **cause)
 {
+	return gitrun_cmd_err(ctx, runflags, args, out, err != NULL ? gitrun_err_cb : NULL, err,
+	    cause);
+}
+
+/* Run git to completion, capturing stdout and giving stderr to ecb as it comes. */
+int
+gitrun_cmd_err(const struct gitctx *ctx, int runflags, const char *const *args,
+    struct gitbuf *out, gitrun_cb ecb, void *earg, char **cause)
+{
 	struct gitproc	gp;
 	int		rc;
 
 	if (gitrun_start(ctx, runflags, args, GITRUN_NULL, GITRUN_PIPE, GITRUN_PIPE, &gp,
 	    cause) != 0)
 		return -1;
-	rc = gitrun_read(&gp, -1, out != NULL ? gitrun_cmd_cb : NULL, out, err, cause);
+	rc = gitrun_read_err(&gp, -1, out != NULL ? gitrun_cmd_cb : NULL, out, ecb, earg, cause);
 	if (rc != 0) {
 		if (rc == 1)
 			xasprintf(cause, "git printed more than %zu bytes", out->max);

@@ -12,15 +12,17 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "gitcontract.h"
+
 #ifndef SHIMBRIDGE_VERSION
 #define SHIMBRIDGE_VERSION	"0.0.0-dev"
 #endif
 
-/* Exit codes (git's own conventions where they exist). */
-#define GS_EXIT_OK		0	/* done */
-#define GS_EXIT_REFUSED		1	/* push refused by policy or by upstream */
-#define GS_EXIT_USAGE		2	/* bad argv */
-#define GS_EXIT_FATAL		128	/* upstream unreachable, bad environment, internal */
+/* Exit codes: the contract's (common/gitcontract.h). */
+#define GS_EXIT_OK		GITC_EXIT_OK
+#define GS_EXIT_REFUSED		GITC_EXIT_REFUSED
+#define GS_EXIT_USAGE		GITC_EXIT_USAGE
+#define GS_EXIT_FATAL		GITC_EXIT_FATAL
 
 /* Hard caps on what we read from git or from the sandbox's push. */
 #define GITCRED_LINE_MAX	4096		/* one credential line, without newline */
@@ -62,35 +64,43 @@ void	 giturl_free(struct giturl *);
 int	 giturl_path_eq(const char *, const char *);
 
 /* gitenv.c: the environment contract with the bridge, and the one given to host git. */
+struct gitlist {
+	char		*raw;		/* the variable verbatim ("" when unset) */
+	char	       **v;		/* its items */
+	size_t		 n;
+};
 struct gitctx {
 	char		*service;	/* "upload-pack" or "receive-pack" */
 	char		*mirror;	/* absolute path of the bare mirror, "...name.git" */
 	char		*upstream;	/* SHIMBRIDGE_UPSTREAM verbatim */
 	struct giturl	 url;		/* ...parsed */
-	char		*username;
-	char		*token;		/* wiped by gitenv_free() */
-	char		*protected_raw;	/* SHIMBRIDGE_PROTECTED verbatim */
-	char	       **protected;	/* branch names */
-	size_t		 nprotected;
-	char		*deny_raw;	/* SHIMBRIDGE_DENY_PATHS verbatim */
-	char	       **deny;		/* path prefixes */
-	size_t		 ndeny;
+	char		*username;	/* NULL when no credential is given */
+	char		*token;		/* wiped by gitenv_free(); NULL: host git gets none */
+	struct gitlist	 no_push;	/* branches that take no direct push ("HEAD": default) */
+	struct gitlist	 ff_only;	/* branches that take fast-forwards only */
+	struct gitlist	 tags;		/* protected tag names or patterns */
+	struct gitlist	 deny;		/* path prefixes */
 	char		*git;		/* absolute path of the git binary */
 	char		*protocol;	/* "version=N" or NULL */
 	char		*home;		/* private empty HOME, or NULL */
 	char		*self;		/* absolute path of this program */
+	int		 progress;	/* the sandbox's git asked for progress */
+	int		 refusal_fd;	/* write end of the bridge's refusal pipe, or -1 */
 };
 #define GITENV_SERVICE	0x01	/* SHIMBRIDGE_SERVICE, SHIMBRIDGE_GIT_PROTOCOL */
 #define GITENV_MIRROR	0x02	/* SHIMBRIDGE_MIRROR */
 #define GITENV_UPSTREAM	0x04	/* SHIMBRIDGE_UPSTREAM */
-#define GITENV_CRED	0x08	/* SHIMBRIDGE_USERNAME, SHIMBRIDGE_TOKEN */
-#define GITENV_POLICY	0x10	/* SHIMBRIDGE_PROTECTED, SHIMBRIDGE_DENY_PATHS */
+#define GITENV_CRED	0x08	/* SHIMBRIDGE_USERNAME, SHIMBRIDGE_TOKEN (both or neither) */
+#define GITENV_POLICY	0x10	/* branch, tag and path lists */
 #define GITENV_GIT	0x20	/* SHIMBRIDGE_GIT (required), HOME, our own path */
+#define GITENV_RELAY	0x40	/* SHIMBRIDGE_PROGRESS, SHIMBRIDGE_REFUSAL_FD */
 /* Fill ctx from our environment; the flags name what must be present and valid. */
 int	 gitenv_load(struct gitctx *, int flags, char **cause);
 void	 gitenv_free(struct gitctx *);
-/* Whether branch (without "refs/heads/") is protected. */
-int	 gitenv_is_protected(const struct gitctx *, const char *branch);
+/* Whether name is one of list's items. */
+int	 gitenv_in_list(const struct gitlist *, const char *name);
+/* Whether tag (without "refs/tags/") matches one of the protected tag patterns. */
+int	 gitenv_tag_protected(const struct gitctx *, const char *tag);
 /* Split a comma-separated list, dropping empty items and surrounding blanks. */
 int	 gitenv_split(const char *, char ***items, size_t *n, char **cause);
 /* Build a child's environment from nothing; free with gitenv_free_child(). */
@@ -103,6 +113,7 @@ void	 gitenv_free_child(char **);
 #define GITRUN_QUARANTINE 0x04	/* pass receive-pack's quarantine variables through */
 #define GITRUN_PROTOCOL	0x08	/* GIT_PROTOCOL from the client, if valid */
 #define GITRUN_READONLY	0x10	/* GIT_OPTIONAL_LOCKS=0 */
+#define GITRUN_REFUSAL	0x20	/* the refusal fd stays open as GITC_REFUSAL_FD */
 
 #define GITRUN_NULL	(-1)	/* child fd is /dev/null */
 #define GITRUN_PIPE	(-2)	/* child fd is a pipe; we keep the read end */
@@ -129,6 +140,9 @@ int	 gitrun_start(const struct gitctx *, int runflags, const char *const *args,
  */
 int	 gitrun_read(struct gitproc *, int sep, gitrun_cb, void *arg, struct gitbuf *errbuf,
 	     char **cause);
+/* The same with each chunk of stderr given to ecb (its return value is ignored). */
+int	 gitrun_read_err(struct gitproc *, int sep, gitrun_cb, void *arg, gitrun_cb ecb,
+	     void *earg, char **cause);
 /* Reap pid; returns its exit status, 128+signal if killed, or -1 with *cause. */
 int	 gitrun_wait(pid_t, char **cause);
 /* Kill (SIGKILL) and reap a child we give up on, closing our pipe ends. */
@@ -140,6 +154,9 @@ void	 gitrun_abort(struct gitproc *);
  */
 int	 gitrun_cmd(const struct gitctx *, int runflags, const char *const *args,
 	     struct gitbuf *out, struct gitbuf *err, char **cause);
+/* The same with stderr given to ecb chunk by chunk as it comes. */
+int	 gitrun_cmd_err(const struct gitctx *, int runflags, const char *const *args,
+	     struct gitbuf *out, gitrun_cb ecb, void *earg, char **cause);
 /* pipe(2) with both ends close-on-exec. */
 int	 gitrun_pipe(int p[2]);
 /* Quote s for /bin/sh with single quotes. */
@@ -149,16 +166,48 @@ char	*gitrun_self_path(char **cause);
 
 /* gitmsg.c: messages for the sandboxed user (stderr), sanitized and redacted. */
 void	 gitmsg_init(const char *secret);
-/* Leave the lines said so far where the bridge audits a refused push. */
-void	 gitmsg_record_refusal(void);
+/* Hand the lines said so far to the bridge, which audits a refused push. */
+void	 gitmsg_record_refusal(const struct gitctx *);
 /* Print "shimbridge: <message>" on one line. */
 void	 gitmsg_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Print each line of buf as "shimbridge: <prefix><line>". */
+/* Print each line of buf as "shimbridge: <prefix><line>" (as gitmsg_lines_say()). */
 void	 gitmsg_relay(const char *prefix, const char *buf, size_t len);
+/*
+ * Lines said together, so that a secret split across them (and so across reads of
+ * git's stderr, which is read whole first) is masked too: such lines are shown as
+ * REDACT_MASK whole.
+ */
+struct gitmsg_lines {
+	char	**prefix;
+	char	**text;
+	size_t	  n;
+};
+void	 gitmsg_lines_init(struct gitmsg_lines *);
+void	 gitmsg_lines_add(struct gitmsg_lines *, const char *prefix, const char *text,
+	     size_t len);
+/* Say them all ("shimbridge: <prefix><text>") and empty the set. */
+void	 gitmsg_lines_say(struct gitmsg_lines *);
 /* Redact, then replace control bytes, in a copy of buf[0..len). */
 char	*gitmsg_clean(const char *buf, size_t len);
 /* The most useful line(s) of git's stderr, as one line of at most max bytes. */
 char	*gitmsg_summary(const char *buf, size_t max);
+/*
+ * Relaying git's progress from a child's stderr as it comes: complete lines that are
+ * git's own progress meters ("Receiving objects:  45% (9/20)") go to our stderr at once
+ * (their "\r" kept, so they redraw), when on; everything else is kept in rest.
+ */
+struct gitmsg_progress {
+	int		 on;
+	struct gitbuf	 seg;		/* the line being read */
+	struct gitbuf	*rest;		/* everything not relayed */
+};
+void	 gitmsg_progress_init(struct gitmsg_progress *, int on, struct gitbuf *rest);
+/* A gitrun_cb for stderr chunks; always 0. */
+int	 gitmsg_progress_feed(const char *buf, size_t len, void *arg);
+/* Keep a trailing partial line in rest and release the state. */
+void	 gitmsg_progress_done(struct gitmsg_progress *);
+/* Whether one line (without terminator) is a git progress meter and nothing else. */
+int	 gitmsg_is_progress(const char *line, size_t len);
 
 /* gitcred.c: git's credential helper protocol. */
 struct gitcred {

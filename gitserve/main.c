@@ -28,16 +28,22 @@ usage(FILE *f)
 	    "       shimbridge-git maintain MIRROR      gc a mirror under its lock\n"
 	    "       shimbridge-git --help | --version\n"
 	    "\n"
-	    "Run by shimbridged as the runner user with only these variables:\n"
+	    "Run by shimbridged as the runner user with only these variables\n"
+	    "(the contract: common/gitcontract.h, docs/PROTOCOL.md):\n"
 	    "  SHIMBRIDGE_SERVICE      upload-pack or receive-pack (git- prefix allowed)\n"
 	    "  SHIMBRIDGE_MIRROR       absolute path of the session's bare mirror (NAME.git)\n"
 	    "  SHIMBRIDGE_UPSTREAM     http(s)://host[:port]/owner/name[.git]\n"
-	    "  SHIMBRIDGE_USERNAME     upstream user name (e.g. x-access-token)\n"
-	    "  SHIMBRIDGE_TOKEN        upstream token (never written anywhere)\n"
-	    "  SHIMBRIDGE_PROTECTED    branches that may not be deleted or force-pushed\n"
+	    "  SHIMBRIDGE_USERNAME     optional: upstream user name (e.g. x-access-token)\n"
+	    "  SHIMBRIDGE_TOKEN        optional: upstream token (never written anywhere);\n"
+	    "                          without it host git gets no credential at all\n"
+	    "  SHIMBRIDGE_NO_PUSH      branches that take no direct push (HEAD = default branch)\n"
+	    "  SHIMBRIDGE_FF_ONLY      branches that take fast-forwards only\n"
+	    "  SHIMBRIDGE_PROTECTED_TAGS tags (or patterns) never moved or deleted\n"
 	    "  SHIMBRIDGE_DENY_PATHS   path prefixes a push may not change\n"
 	    "  SHIMBRIDGE_GIT          absolute path of git\n"
 	    "  SHIMBRIDGE_GIT_PROTOCOL optional: version=0, version=1 or version=2\n"
+	    "  SHIMBRIDGE_PROGRESS     optional: 1 to relay upstream progress\n"
+	    "  SHIMBRIDGE_REFUSAL_FD   optional: 3, a pipe for policy refusal records\n"
 	    "  HOME                    a private empty directory\n"
 	    "\n"
 	    "Exit status: 0 done, 1 push refused, 2 usage, 128 upstream or setup failure;\n"
@@ -66,7 +72,7 @@ serve(void)
 	int		 fd = -1, rc = GS_EXIT_FATAL, status, runflags, created;
 
 	if (gitenv_load(&ctx, GITENV_SERVICE | GITENV_MIRROR | GITENV_UPSTREAM | GITENV_CRED |
-	    GITENV_POLICY | GITENV_GIT, &cause) != 0)
+	    GITENV_POLICY | GITENV_GIT | GITENV_RELAY, &cause) != 0)
 		goto out;
 	if (chdir("/") != 0) {
 		xasprintf(&cause, "chdir /: %s", strerror(errno));
@@ -96,7 +102,7 @@ serve(void)
 		args[0] = "receive-pack";
 		args[1] = ctx.mirror;
 		args[2] = NULL;
-		runflags = GITRUN_PROTOCOL | GITRUN_HOOK;
+		runflags = GITRUN_PROTOCOL | GITRUN_HOOK | GITRUN_REFUSAL;
 	}
 	if (gitrun_start(&ctx, runflags, args, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, &gp,
 	    &cause) != 0)

@@ -474,6 +474,7 @@ shim_helper(struct shim *s, int argc, char **argv)
 	char line[256];
 	struct jbuf req;
 	const char *url;
+	int progress = 0;
 
 	s->helper = 1;
 	if (argc < 3)
@@ -485,7 +486,22 @@ shim_helper(struct shim *s, int argc, char **argv)
 		if (shim_readline(line, sizeof line) != 0)
 			exit(0);
 		if (strcmp(line, "capabilities") == 0) {
-			if (shim_write_all(STDOUT_FILENO, (const unsigned char *)"connect\n\n", 9) != 0)
+			if (shim_write_all(STDOUT_FILENO,
+			    (const unsigned char *)"option\nconnect\n\n", 16) != 0)
+				exit(EXIT_CONN_LOST);
+			continue;
+		}
+		/* git says whether it shows progress (a terminal, or --progress); pass it on. */
+		if (strncmp(line, "option ", 7) == 0) {
+			const char *ans = "unsupported\n";
+
+			if (strcmp(line + 7, "progress true") == 0 ||
+			    strcmp(line + 7, "progress false") == 0) {
+				progress = line[16] == 't';
+				ans = "ok\n";
+			}
+			if (shim_write_all(STDOUT_FILENO, (const unsigned char *)ans,
+			    strlen(ans)) != 0)
 				exit(EXIT_CONN_LOST);
 			continue;
 		}
@@ -502,6 +518,10 @@ shim_helper(struct shim *s, int argc, char **argv)
 	jw_cstr(&req, line + 8);
 	jw_key(&req, "url");
 	jw_cstr(&req, url);
+	if (progress) {
+		jw_key(&req, "progress");
+		jw_bool(&req, 1);
+	}
 	shim_env(&req, 1);
 	jw_obj_close(&req);
 	shim_connect(s);

@@ -99,7 +99,8 @@ setup_file() {
   "git": {"path": "/usr/bin/git", "helper": "$SB_DIR/libexec/shimbridge-git",
           "hosts": {"github.com": {"upstream": "http://127.0.0.1:$GB_UPPORT", "secret": "github"},
                     "zero.example": {"upstream": "http://127.0.0.1:$(cat "$GB_UP/zero/port")", "secret": "zero"}},
-          "protected_branches": ["main"], "deny_paths": [".github/workflows/"], "timeout": 60}
+          "no_push_branches": ["HEAD"], "ff_only_branches": ["main", "stable"],
+          "deny_paths": [".github/workflows/"], "timeout": 60}
 }
 EOF
 	sb_session alice sbt-alice '["git"]' '"repos": ["octo/demo"]'
@@ -485,6 +486,31 @@ gb_descendants() {
 	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/main)" = "$new" ]
 }
 
+@test "progress: with --progress the upstream leg's meters reach the sandbox, without it none" {
+	gb_clone alice c
+	gb_upstream_commit progress-quiet.txt >/dev/null
+	sgit alice c fetch origin
+	gb_status 0
+	[[ "$output" != *"objects:"* ]] || false
+	gb_as alice c git checkout -q -b gb-progress-quiet
+	gb_commit alice c pq.txt
+	sgit alice c push origin gb-progress-quiet
+	gb_status 0
+	[[ "$output" != *"shimbridge: "*"objects:"* ]] || false
+
+	# As a direct git would on a terminal: the remote helper is told "option progress true".
+	gb_upstream_commit progress-loud.txt >/dev/null
+	sgit alice c fetch --progress origin
+	gb_status 0
+	[[ "$output" == *"shimbridge: remote: Enumerating objects: "*", done."* ]]
+	gb_as alice c git checkout -q -b gb-progress-loud
+	gb_commit alice c pl.txt
+	sgit alice c push --progress origin gb-progress-loud
+	gb_status 0
+	[[ "$output" == *"remote: shimbridge: Writing objects: 100% ("* ]]
+	[ "$(gb_upref refs/heads/gb-progress-loud)" = "$(gb_rev alice c HEAD)" ]
+}
+
 @test "pull merges a new upstream commit into local work" {
 	gb_clone alice c
 	gb_commit alice c local-work.txt
@@ -510,13 +536,40 @@ gb_descendants() {
 	sb_audit_grep 'r["event"] == "allowed" and r.get("session") == "alice" and r.get("argv", [""])[0] == "git-receive-pack"'
 }
 
-@test "fast-forward push to a protected branch lands upstream" {
+@test "the default branch takes no direct push: refused with the pull-request hint, nothing sent" {
 	gb_clone alice c
+	before=$(gb_upref refs/heads/main)
+	pushes=$(gb_up_receive)
+	gb_commit alice c ff-1.txt
+	sgit alice c push origin main
+	gb_status 1
+	[[ "$output" == *"refusing to push to branch 'main': the shimbridge policy takes no direct pushes to it"* ]]
+	[[ "$output" == *"open a pull request with gh pr create"* ]]
+	[[ "$output" == *"! [remote rejected] main -> main"* ]]
+	[ "$(gb_upref refs/heads/main)" = "$before" ]
+	[ "$(gb_up_receive)" = "$pushes" ]
+	sb_audit_grep 'r["event"] == "denied" and r.get("session") == "alice" and "takes no direct pushes" in r.get("reason", "")'
+}
+
+# Check out the ff-only branch "stable", creating it upstream if this is the first test to.
+gb_stable() {
+	if [ "$(gb_upref refs/heads/stable)" = none ]; then
+		gb_as "$1" "$2" git checkout -q -b stable
+		sgit "$1" "$2" push origin stable
+		gb_status 0
+	else
+		gb_as "$1" "$2" git checkout -q -b stable origin/stable
+	fi
+}
+
+@test "fast-forward push to an ff-only branch lands upstream" {
+	gb_clone alice c
+	gb_stable alice c
 	gb_commit alice c ff-1.txt
 	gb_commit alice c docs/ff-2.md
-	sgit alice c push origin main
+	sgit alice c push origin stable
 	gb_status 0
-	[ "$(gb_upref refs/heads/main)" = "$(gb_rev alice c HEAD)" ]
+	[ "$(gb_upref refs/heads/stable)" = "$(gb_rev alice c HEAD)" ]
 }
 
 @test "a force push that upstream refuses as non-fast-forward fails with upstream's message" {
@@ -542,24 +595,50 @@ gb_descendants() {
 	pushes=$(gb_up_receive)
 	sgit alice c push origin :main
 	gb_status 1
-	[[ "$output" == *"refusing to delete branch 'main': it is protected"* ]]
+	[[ "$output" == *"refusing to delete branch 'main'"* ]]
 	[[ "$output" == *"nothing was pushed upstream"* ]]
 	[[ "$output" == *"! [remote rejected] main"* ]]
 	[ "$(gb_upref refs/heads/main)" = "$before" ]
 	[ "$(gb_up_receive)" = "$pushes" ]
 }
 
-@test "force-pushing the protected branch main is refused by the bridge; nothing is pushed upstream" {
+@test "force-pushing the ff-only branch stable is refused by the bridge; nothing is pushed upstream" {
 	gb_clone alice c
-	before=$(gb_upref refs/heads/main)
+	gb_stable alice c
+	before=$(gb_upref refs/heads/stable)
 	pushes=$(gb_up_receive)
 	gb_as alice c git commit -q --amend -m "rewritten history"
-	sgit alice c push --force origin main
+	sgit alice c push --force origin stable
 	gb_status 1
-	[[ "$output" == *"refusing to force-push branch 'main'"* ]]
-	[[ "$output" == *"! [remote rejected] main"* ]]
-	[ "$(gb_upref refs/heads/main)" = "$before" ]
-	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/main)" = "$before" ]
+	[[ "$output" == *"refusing to force-push branch 'stable'"* ]]
+	[[ "$output" == *"gh pr create"* ]]
+	[[ "$output" == *"! [remote rejected] stable"* ]]
+	[ "$(gb_upref refs/heads/stable)" = "$before" ]
+	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/stable)" = "$before" ]
+	[ "$(gb_up_receive)" = "$pushes" ]
+}
+
+@test "tags pushed through the bridge can be created but never moved or deleted; no branch HEAD" {
+	gb_clone alice c
+	gb_as alice c git tag gb-v1
+	sgit alice c push origin gb-v1
+	gb_status 0
+	v1=$(gb_upref refs/tags/gb-v1)
+	[ "$v1" = "$(gb_rev alice c HEAD)" ]
+	pushes=$(gb_up_receive)
+	gb_commit alice c tag-later.txt
+	gb_as alice c git tag -f gb-v1
+	sgit alice c push --force origin gb-v1
+	gb_status 1
+	[[ "$output" == *"refusing to move tag 'gb-v1': it is protected"* ]]
+	sgit alice c push origin :refs/tags/gb-v1
+	gb_status 1
+	[[ "$output" == *"refusing to delete tag 'gb-v1'"* ]]
+	sgit alice c push origin HEAD:refs/heads/HEAD
+	gb_status 1
+	[[ "$output" == *"refusing to update refs/heads/HEAD"* ]]
+	[ "$(gb_upref refs/tags/gb-v1)" = "$v1" ]
+	[ "$(gb_upref refs/heads/HEAD)" = none ]
 	[ "$(gb_up_receive)" = "$pushes" ]
 }
 
@@ -832,6 +911,11 @@ gb_descendants() {
 	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/gb-kill)" = none ]
 	gb_fsck "$GB_MIRROR_ALICE"
 	sb_audit_grep 'r["event"] == "done" and r.get("session") == "alice" and r.get("argv", [""])[0] == "git-receive-pack" and r.get("killed") == "peer-gone" and 0 < r.get("bytes_in", 0) < 24000000'
+	# The killed receive-pack left its quarantine (the pack so far) in the mirror; once
+	# stale it goes at the next call on that mirror.
+	q=$(compgen -G "$GB_MIRROR_ALICE/objects/tmp_objdir-*" || true)
+	[ -n "$q" ]
+	find "$q" -exec touch -h -d '10 minutes ago' {} +
 	# And the next push works.
 	gb_as alice c git checkout -q -b gb-after-kill main
 	gb_commit alice c after-kill.txt
@@ -839,6 +923,7 @@ gb_descendants() {
 	gb_status 0
 	[ "$(gb_upref refs/heads/gb-after-kill)" = "$(gb_rev alice c HEAD)" ]
 	gb_fsck "$GB_MIRROR_ALICE"
+	[ ! -e "$q" ]
 }
 
 # --- administration -----------------------------------------------------------------

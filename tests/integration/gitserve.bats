@@ -11,7 +11,7 @@ bats_require_minimum_version 1.5.0
 load lib	# staging, sb_bg, sb_reap; nothing of the bridge is used here
 
 setup_file() {
-	export ROOT_DIR BIN T TOKEN PORT FIXTURES
+	export ROOT_DIR BIN T TOKEN PORT PPORT FIXTURES
 	ROOT_DIR="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 	# The Makefile target needs all of common/ to build; fall back to the file set this
 	# program actually uses.
@@ -41,12 +41,25 @@ setup_file() {
 		sleep 0.05
 	done
 	PORT="$(cat "$T/port")"
+	# The daemon's loopback injector, played by a proxy that adds the credential.
+	sb_bg /usr/bin/python3 "$FIXTURES/authproxy.py" --upstream-port "$PORT" \
+	    --token-file "$T/token" --port-file "$T/pport" --log "$T/proxy.jsonl" \
+	    >/dev/null 2>"$T/proxy.err"
+	echo $! >"$T/proxy.pid"
+	for _ in $(seq 100); do
+		[ -s "$T/pport" ] && break
+		sleep 0.05
+	done
+	PPORT="$(cat "$T/pport")"
 }
 
 teardown_file() {
-	if [ -f "$T/server.pid" ]; then
-		kill "$(cat "$T/server.pid")" 2>/dev/null || true
-	fi
+	local p
+	for p in server proxy; do
+		if [ -f "$T/$p.pid" ]; then
+			kill "$(cat "$T/$p.pid")" 2>/dev/null || true
+		fi
+	done
 	rm -rf "$T"
 	sb_reap_suite
 }
@@ -91,21 +104,29 @@ teardown() {
 }
 
 # make_wrapper FILE TOKEN PROTOCOL [RUNAS...]: the daemon's role, env built from nothing.
+# TOKEN "-" gives no credential at all (as when the daemon's loopback injector adds it).
+# The policy lists come from WRAP_* variables and default to what most tests expect:
+# main and master take fast-forwards only, every existing tag stays where it is.
 make_wrapper() {
-	local f="$1" tok="$2" proto="$3"
+	local f="$1" tok="$2" proto="$3" cred
 	shift 3
+	cred="SHIMBRIDGE_USERNAME=x-access-token SHIMBRIDGE_TOKEN='$tok'"
+	[ "$tok" != - ] || cred=
 	cat >"$f" <<EOF
 #!/bin/sh
+${WRAP_PRE:-}
 exec $* /usr/bin/env -i \\
     SHIMBRIDGE_SERVICE="\$1" \\
     SHIMBRIDGE_MIRROR='$MIRROR' \\
-    SHIMBRIDGE_UPSTREAM='$UPURL' \\
-    SHIMBRIDGE_USERNAME=x-access-token \\
-    SHIMBRIDGE_TOKEN='$tok' \\
-    SHIMBRIDGE_PROTECTED=main,master \\
+    SHIMBRIDGE_UPSTREAM='${WRAP_UPURL:-$UPURL}' \\
+    $cred \\
+    SHIMBRIDGE_NO_PUSH='${WRAP_NO_PUSH-}' \\
+    SHIMBRIDGE_FF_ONLY='${WRAP_FF_ONLY-main,master}' \\
+    SHIMBRIDGE_PROTECTED_TAGS='${WRAP_TAGS-*}' \\
     SHIMBRIDGE_DENY_PATHS=.github/workflows/ \\
     SHIMBRIDGE_GIT='${WRAP_GIT:-/usr/bin/git}' \\
     SHIMBRIDGE_GIT_PROTOCOL='$proto' \\
+    ${WRAP_ENV:-} \\
     HOME='$T/home$N' PATH=/usr/bin:/bin LANG=C.UTF-8 \\
     '$BIN'
 EOF
@@ -367,6 +388,186 @@ commit_file() {
 	[ "$(upref refs/tags/v1)" = "$(git -C "$W/c" rev-parse v1)" ]
 }
 
+# Pushes (receive-pack POSTs) upstream has seen for this test's repository.
+up_pushes() {
+	upstream_requests '"method": "POST"' | grep -c 'git-receive-pack' || true
+}
+
+@test "protected tags can be created but never moved or deleted; a branch named HEAD is refused" {
+	clone
+	git -C "$W/c" tag v1
+	cgit -C "$W/c" push origin v1
+	[ "$status" -eq 0 ]
+	v1=$(upref refs/tags/v1)
+	[ "$v1" = "$(git -C "$W/c" rev-parse v1)" ]
+	pushes=$(up_pushes)
+
+	commit_file "$W/c" later
+	git -C "$W/c" tag -f v1
+	cgit -C "$W/c" push --force origin v1
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"refusing to move tag 'v1': it is protected by the shimbridge policy"* ]]
+	[[ "$output" == *"create a new tag instead"* ]]
+	[ "$(upref refs/tags/v1)" = "$v1" ]
+	cgit -C "$W/c" push origin :refs/tags/v1
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"refusing to delete tag 'v1'"* ]]
+	[ "$(upref refs/tags/v1)" = "$v1" ]
+
+	# A tag a person made upstream is just as fixed.
+	git --git-dir="$UP" tag up1 "$v1"
+	cgit -C "$W/c" push origin :refs/tags/up1
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"refusing to delete tag 'up1'"* ]]
+	[ "$(upref refs/tags/up1)" = "$v1" ]
+
+	# refs/heads/HEAD: created, or updated if it exists upstream, never.
+	cgit -C "$W/c" push origin HEAD:refs/heads/HEAD
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"refusing to update refs/heads/HEAD: a branch named HEAD"* ]]
+	[ "$(upref refs/heads/HEAD)" = none ]
+	git --git-dir="$UP" update-ref refs/heads/HEAD "$v1"
+	cgit -C "$W/c" push --force origin HEAD:refs/heads/HEAD
+	[ "$status" -ne 0 ]
+	[ "$(upref refs/heads/HEAD)" = "$v1" ]
+	[ "$(up_pushes)" = "$pushes" ]
+
+	# New tags still go up.
+	git -C "$W/c" tag v2
+	cgit -C "$W/c" push origin v2
+	[ "$status" -eq 0 ]
+	[ "$(upref refs/tags/v2)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+}
+
+@test "only the configured tag patterns are protected; other tags may move with force, or go" {
+	WRAP_TAGS='release-*' make_wrapper "$T/srv$N.sh" "$TOKEN" version=2
+	clone
+	git -C "$W/c" tag release-1
+	git -C "$W/c" tag tmp
+	cgit -C "$W/c" push origin release-1 tmp
+	[ "$status" -eq 0 ]
+	first=$(git -C "$W/c" rev-parse HEAD)
+	commit_file "$W/c" x
+	git -C "$W/c" tag -f tmp
+	git -C "$W/c" tag -f release-1
+	cgit -C "$W/c" push --force origin tmp
+	[ "$status" -eq 0 ]
+	[ "$(upref refs/tags/tmp)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+	cgit -C "$W/c" push --force origin release-1
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"refusing to move tag 'release-1'"* ]]
+	[ "$(upref refs/tags/release-1)" = "$first" ]
+	cgit -C "$W/c" push origin :refs/tags/tmp
+	[ "$status" -eq 0 ]
+	[ "$(upref refs/tags/tmp)" = none ]
+}
+
+@test "no-push branches take no direct push at all: the default branch (HEAD) and named ones" {
+	WRAP_NO_PUSH='HEAD,release' make_wrapper "$T/srv$N.sh" "$TOKEN" version=2
+	clone
+	before=$(upref refs/heads/main)
+	pushes=$(up_pushes)
+	commit_file "$W/c" ff.txt
+	cgit -C "$W/c" push origin main
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"refusing to push to branch 'main': the shimbridge policy takes no direct pushes to it"* ]]
+	[[ "$output" == *"Push to a new branch"*"open a pull request with gh pr create"* ]]
+	[[ "$output" == *"! [remote rejected] main -> main"* ]]
+	cgit -C "$W/c" push origin :main
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"refusing to delete branch 'main'"* ]]
+	# Not even its creation, for a named one.
+	cgit -C "$W/c" push origin HEAD:release
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"refusing to push to branch 'release'"* ]]
+	[ "$(upref refs/heads/release)" = none ]
+	[ "$(upref refs/heads/main)" = "$before" ]
+	[ "$(up_pushes)" = "$pushes" ]
+	# The way the message points to works.
+	cgit -C "$W/c" push origin HEAD:my-change
+	[ "$status" -eq 0 ]
+	[ "$(upref refs/heads/my-change)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+}
+
+@test "ff-only branches take fast-forwards, and refuse force and delete with what to do instead" {
+	clone
+	commit_file "$W/c" ff.txt
+	cgit -C "$W/c" push origin main
+	[ "$status" -eq 0 ]
+	[ "$(upref refs/heads/main)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+	git -C "$W/c" -c user.name=A -c user.email=a@b commit -q --amend -m rewritten
+	cgit -C "$W/c" push --force origin main
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"fast-forward pushes only"*"gh pr create"* ]]
+}
+
+@test "a policy refusal reaches the bridge through the refusal pipe, and no file is written" {
+	clone
+	mkfifo "$W/refusal"
+	cat "$W/refusal" >"$W/refusal.out" 3>&- &
+	reader=$!
+	WRAP_PRE="exec 3>'$W/refusal'" WRAP_ENV="SHIMBRIDGE_REFUSAL_FD=3" \
+	    make_wrapper "$T/srv$N.sh" "$TOKEN" version=2
+	cgit -C "$W/c" push origin :main
+	[ "$status" -ne 0 ]
+	wait "$reader"
+	grep -q "refusing to delete branch 'main': it is protected" "$W/refusal.out"
+	grep -q "nothing was pushed upstream" "$W/refusal.out"
+	[ ! -e "$T/home$N/.shimbridge-refused" ]
+
+	# An allowed push leaves the pipe empty.
+	cat "$W/refusal" >"$W/refusal2.out" 3>&- &
+	reader=$!
+	git -C "$W/c" checkout -q -b fine
+	commit_file "$W/c" fine.txt
+	cgit -C "$W/c" push origin fine
+	[ "$status" -eq 0 ]
+	wait "$reader"
+	[ ! -s "$W/refusal2.out" ]
+
+	# Whatever fd 3 is, it must be a pipe.
+	WRAP_PRE="exec 3</dev/null" WRAP_ENV="SHIMBRIDGE_REFUSAL_FD=3" \
+	    make_wrapper "$T/bad$N.sh" "$TOKEN" version=2
+	run "$T/bad$N.sh" git-receive-pack </dev/null
+	[ "$status" -eq 128 ]
+	[[ "$output" == *"fd 3 is not a pipe"* ]]
+}
+
+@test "without a token no host git holds a credential: the loopback injector adds it" {
+	cat >"$T/spy$N" <<EOF
+#!/usr/bin/python3 -I
+import os, sys
+with open("$W/spy.log", "a") as f:
+    f.write("%s|%s\\n" % (" ".join(sys.argv[1:]), " ".join(sorted(os.environ))))
+os.execv("/usr/bin/git", ["git"] + sys.argv[1:])
+EOF
+	chmod 755 "$T/spy$N"
+	WRAP_GIT="$T/spy$N" WRAP_UPURL="http://127.0.0.1:$PPORT/owner/$REPO.git" \
+	    make_wrapper "$T/srv$N.sh" - version=2
+	clone
+	git -C "$W/c" checkout -q -b via-injector
+	commit_file "$W/c" i.txt
+	cgit -C "$W/c" push origin via-injector
+	[ "$status" -eq 0 ]
+	[ "$(upref refs/heads/via-injector)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+	# Host git sent no credential of its own; the injector added it on every request.
+	grep -F "/owner/$REPO.git/" "$T/proxy.jsonl" | grep -q 'git-receive-pack'
+	! grep -F "/owner/$REPO.git/" "$T/proxy.jsonl" | grep -q '"client_auth": true' || false
+	! upstream_requests '"auth": false' | grep -q . || false
+	# No helper, no token variable, anywhere.
+	grep -q ' fetch ' "$W/spy.log"
+	grep -q ' push ' "$W/spy.log"
+	! grep -qE 'credential\.helper=!|SHIMBRIDGE_TOKEN|SHIMBRIDGE_USERNAME' "$W/spy.log" || false
+
+	# Against an upstream that wants a credential it fails at once, prompting nobody.
+	WRAP_UPURL="$UPURL" make_wrapper "$T/direct$N.sh" - version=2
+	start=$(date +%s)
+	run timeout 20 "$T/direct$N.sh" git-upload-pack </dev/null
+	[ "$status" -eq 128 ]
+	[[ "$output" == *"cannot fetch $UPURL from upstream"* ]]
+	[ $(($(date +%s) - start)) -lt 10 ]
+}
+
 @test "credential helper answers only for the exact upstream" {
 	cred() {
 		run --separate-stderr env -i SHIMBRIDGE_UPSTREAM="$UPURL" \
@@ -508,6 +709,80 @@ commit_file() {
 	! grep -qF "$TOKEN" "$CLIENT_LOG" || false
 }
 
+@test "a token upstream prints split across lines and across writes is still masked" {
+	clone
+	b64=$(printf %s "$TOKEN" | base64 -w0)
+	cat >"$UP/echo-script" <<EOF
+printf 'debug: token is %s' '${TOKEN:0:15}'; sleep 0.3; printf '%s\n' '${TOKEN:15:5}'; sleep 0.3
+printf '%s\n' '${TOKEN:20}'
+echo 'a line between'
+printf 'b64: %s\n%s\n' '${b64:0:10}' '${b64:10}'
+printf 'tiny: %s\n%s\n%s\n' '${TOKEN:0:6}' '${TOKEN:6:3}' '${TOKEN:9}'
+echo 'an innocent line'
+EOF
+	git -C "$W/c" checkout -q -b upstream-reject-3
+	commit_file "$W/c" z
+	cgit -C "$W/c" push origin upstream-reject-3
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"upstream: [REDACTED]"* ]]
+	[[ "$output" == *"GH006: Changes must be made through a pull request."* ]]
+	[[ "$output" == *"upstream: a line between"* ]]
+	[[ "$output" == *"upstream: an innocent line"* ]]
+	for part in "${TOKEN:8:7}" "${TOKEN:15:5}" "${TOKEN:20}" "${b64:10}" "${TOKEN:9}"; do
+		[[ "$output" != *"$part"* ]] || { echo "leaked: $part"; return 1; }
+	done
+	rm -f "$UP/echo-script"
+}
+
+@test "upstream progress is relayed as it comes when the client asked for it, and not otherwise" {
+	clone
+	upstream_commit quiet.txt one
+	cgit -C "$W/c" fetch origin
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"objects:"* ]] || false
+	git -C "$W/c" checkout -q -b quiet
+	commit_file "$W/c" q.txt
+	cgit -C "$W/c" push origin quiet
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"shimbridge: "*"objects:"* ]] || false
+
+	WRAP_ENV="SHIMBRIDGE_PROGRESS=1" make_wrapper "$T/srv$N.sh" "$TOKEN" version=2
+	upstream_commit loud.txt two
+	cgit -C "$W/c" fetch origin
+	[ "$status" -eq 0 ]
+	# Upstream's meters for the fetch into the mirror, as git shows them.
+	[[ "$output" == *"shimbridge: remote: Enumerating objects: "*", done."* ]]
+	[[ "$output" == *"shimbridge: remote: Total "* ]]
+	git -C "$W/c" checkout -q -b loud
+	commit_file "$W/c" l.txt
+	cgit -C "$W/c" push origin loud
+	[ "$status" -eq 0 ]
+	# The push upstream's own meters, through the hook (remote: to the client).
+	[[ "$output" == *"remote: shimbridge: Writing objects: 100% ("* ]]
+	[ "$(upref refs/heads/loud)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+}
+
+@test "progress detection takes git's meters and nothing else" {
+	# Upstream can fill a remote line with text of its choosing: that is never a meter.
+	WRAP_ENV="SHIMBRIDGE_PROGRESS=1" make_wrapper "$T/srv$N.sh" "$TOKEN" version=2
+	clone
+	cat >"$UP/echo-script" <<EOF
+echo 'Counting objects: ${TOKEN:0:16}'
+echo '${TOKEN:16}'
+echo 'Writing objects: 100% (3/3) (from a hook)'
+EOF
+	git -C "$W/c" checkout -q -b upstream-reject-4
+	commit_file "$W/c" p.txt
+	cgit -C "$W/c" push origin upstream-reject-4
+	[ "$status" -ne 0 ]
+	# Not relayed live as a meter: said with upstream's other words, split token masked.
+	[[ "$output" == *"shimbridge: upstream: Writing objects: 100% (3/3) (from a hook)"* ]]
+	[[ "$output" != *"shimbridge: remote: Writing objects: 100% (3/3) (from"* ]] || false
+	[[ "$output" != *"${TOKEN:8:8}"* && "$output" != *"${TOKEN:16}"* ]] || false
+	[[ "$output" == *"upstream: [REDACTED]"* ]]
+	rm -f "$UP/echo-script"
+}
+
 @test "protocol v2 is served when asked for, and an invalid GIT_PROTOCOL is ignored" {
 	clone
 	(cd "$W/c" && GIT_TRACE_PACKET="$W/v2.trace" git -c protocol.ext.allow=always ls-remote origin >/dev/null)
@@ -531,6 +806,46 @@ commit_file() {
 	[ "$status" -eq 0 ]
 	git --git-dir="$MIRROR" fsck --strict --no-dangling
 	[ "$(git --git-dir="$MIRROR" rev-parse main)" = "$(upref refs/heads/main)" ]
+}
+
+@test "the quarantine of a push killed mid-way is removed at the next call once stale; fresh ones stay" {
+	clone
+	git -C "$W/c" checkout -q -b big
+	head -c 30000000 /dev/urandom >"$W/c/big.bin"
+	git -C "$W/c" add big.bin
+	git -C "$W/c" -c user.name=A -c user.email=a@b commit -q -m big
+	# As the bridge does when the sandbox's git goes (Ctrl-C): kill the whole group.
+	setsid git -c protocol.ext.allow=always -C "$W/c" push origin big >"$W/big.out" 2>&1 3>&- &
+	pusher=$!
+	for _ in $(seq 500); do
+		compgen -G "$MIRROR/objects/tmp_objdir-*/*" >/dev/null && break
+		sleep 0.02
+	done
+	compgen -G "$MIRROR/objects/tmp_objdir-*" >/dev/null
+	kill -KILL -- "-$pusher"
+	wait "$pusher" || true
+	sleep 0.2
+	q=$(compgen -G "$MIRROR/objects/tmp_objdir-*")
+	[ -d "$q" ]
+	[ "$(upref refs/heads/big)" = none ]
+
+	# Still fresh: the next call leaves it (a straggler might still write there).
+	mkdir "$MIRROR/objects/tmp_objdir-incoming-Fresh1"
+	cgit -C "$W/c" fetch origin
+	[ "$status" -eq 0 ]
+	[ -d "$q" ]
+	# Stale: removed at the next call, under the mirror's lock; fresh ones stay.
+	find "$q" -exec touch -h -d '10 minutes ago' {} +
+	cgit -C "$W/c" fetch origin
+	[ "$status" -eq 0 ]
+	[ ! -e "$q" ]
+	[ -d "$MIRROR/objects/tmp_objdir-incoming-Fresh1" ]
+	git --git-dir="$MIRROR" fsck --strict --no-dangling
+	# maintain cleans them too.
+	find "$MIRROR/objects/tmp_objdir-incoming-Fresh1" -exec touch -h -d '1 hour ago' {} +
+	run env -i SHIMBRIDGE_GIT=/usr/bin/git HOME="$T/home$N" "$BIN" maintain "$MIRROR"
+	[ "$status" -eq 0 ]
+	! compgen -G "$MIRROR/objects/tmp_objdir-*" >/dev/null || false
 }
 
 @test "maintain gcs a mirror under its lock" {

@@ -99,6 +99,10 @@ test_minimal_defaults(void **state)
 	assert_int_equal(c->tools[0].timeout, 600);
 	assert_int_equal(c->max_connections, 1024);
 	assert_int_equal(c->nprotected_branches, 2);
+	assert_int_equal(c->nno_push_branches, 1);
+	assert_string_equal(c->no_push_branches[0], "HEAD");
+	assert_int_equal(c->nprotected_tags, 1);
+	assert_string_equal(c->protected_tags[0], "*");
 	assert_string_equal(c->deny_paths[0], ".github/workflows/");
 	assert_non_null(c->version);
 	assert_int_equal(strlen(c->version), 12);
@@ -303,6 +307,51 @@ test_secret_sources(void **state)
 	unlink(sp2);
 }
 
+#define GIT_HEAD "{\"runner\": \"daemon\", " TOOLS_OK ", \"git\": {"
+
+/* The git branch and tag lists: new names, the old alias with a warning, bad items. */
+static void
+test_git_lists(void **state)
+{
+	char *cause = NULL;
+	struct config *c;
+	size_t i;
+	int warned = 0;
+
+	(void)state;
+	c = load(GIT_HEAD "\"no_push_branches\": [\"HEAD\", \"release\"], "
+	    "\"ff_only_branches\": [\"dev\"], \"protected_tags\": [\"v*\"]}}", &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	assert_int_equal(c->nno_push_branches, 2);
+	assert_string_equal(c->no_push_branches[1], "release");
+	assert_int_equal(c->nprotected_branches, 1);
+	assert_string_equal(c->protected_branches[0], "dev");
+	assert_string_equal(c->protected_tags[0], "v*");
+	assert_int_equal(c->nwarnings, 0);
+	config_unref(c);
+
+	c = load(GIT_HEAD "\"protected_branches\": [\"main\"], \"no_push_branches\": []}}",
+	    &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	assert_int_equal(c->nprotected_branches, 1);
+	assert_int_equal(c->nno_push_branches, 0);
+	for (i = 0; i < c->nwarnings; i++)
+		warned |= strstr(c->warnings[i], "old name of git.ff_only_branches") != NULL;
+	assert_true(warned);
+	config_unref(c);
+
+	expect_error(GIT_HEAD "\"protected_branches\": [\"a\"], \"ff_only_branches\": [\"b\"]}}",
+	    "not both", NULL);
+	expect_error(GIT_HEAD "\"no_push_branches\": [\"refs/heads/main\"]}}",
+	    "no_push_branches", "branch name");
+	expect_error(GIT_HEAD "\"ff_only_branches\": [\"ma*\"]}}", "ff_only_branches", NULL);
+	expect_error(GIT_HEAD "\"ff_only_branches\": [\"a,b\"]}}", "ff_only_branches", NULL);
+	expect_error(GIT_HEAD "\"protected_tags\": [\"v1 x\"]}}", "protected_tags", "tag");
+	expect_error(GIT_HEAD "\"protected_tags\": [\"../x\"]}}", "protected_tags", NULL);
+}
+
 int
 main(void)
 {
@@ -313,6 +362,7 @@ main(void)
 		cmocka_unit_test(test_rejections),
 		cmocka_unit_test(test_file_permissions),
 		cmocka_unit_test(test_secret_sources),
+		cmocka_unit_test(test_git_lists),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

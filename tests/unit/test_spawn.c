@@ -150,7 +150,7 @@ test_spawn_drops_privileges(void **state)
 	char *argv[] = { "sh", "-c", "id -u; id -g; id -G; echo \"$X\"; ls /proc/self/fd | wc -l; "
 	    "grep NoNewPrivs /proc/self/status; ulimit -c", NULL };
 	char *envp[] = { "X=hello", "PATH=/usr/bin:/bin", NULL };
-	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10 };
+	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, 0 };
 	struct child ch;
 	char out[512], *cause = NULL;
 	int status;
@@ -167,12 +167,44 @@ test_spawn_drops_privileges(void **state)
 	close(ch.err);
 }
 
+/* extra_fd: the child gets it as fd 3 (and only it above 2); what it writes arrives. */
+static void
+test_spawn_extra_fd(void **state)
+{
+	char *argv[] = { "sh", "-c", "ls /proc/self/fd | wc -l; echo via-fd3 >&3", NULL };
+	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, -1 };
+	struct child ch;
+	char out[512], got[64], *cause = NULL;
+	int status, p[2];
+	ssize_t n;
+
+	(void)state;
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	r.extra_fd = p[1];
+	assert_int_equal(spawn_child(&r, &ch, &cause), 0);
+	close(p[1]);
+	close(ch.in);
+	slurp(ch.out, out, sizeof out);
+	assert_int_equal(waitpid(ch.pid, &status, 0), ch.pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* fds 0-3, +1 for ls's own dir fd. */
+	assert_string_equal(out, "5\n");
+	n = read(p[0], got, sizeof got - 1);
+	assert_true(n > 0);
+	got[n] = '\0';
+	assert_string_equal(got, "via-fd3\n");
+	close(p[0]);
+	close(ch.out);
+	close(ch.err);
+}
+
 static void
 test_spawn_exec_failure(void **state)
 {
 	char *argv[] = { "nope", NULL };
 	char *envp[] = { NULL };
-	struct spawn_req r = { "/nonexistent/tool", argv, envp, 1, 1, -1, "/", 10 };
+	struct spawn_req r = { "/nonexistent/tool", argv, envp, 1, 1, -1, "/", 10, 0 };
 	struct child ch;
 	char *cause = NULL;
 
@@ -191,6 +223,7 @@ main(void)
 		cmocka_unit_test(test_open_beneath),
 		cmocka_unit_test(test_scratch),
 		cmocka_unit_test(test_spawn_drops_privileges),
+		cmocka_unit_test(test_spawn_extra_fd),
 		cmocka_unit_test(test_spawn_exec_failure),
 	};
 

@@ -1,0 +1,63 @@
+/*
+ * The contract between the bridge (bridge/gitop.c, the daemon's git op) and
+ * shimbridge-git (gitserve/): the environment the bridge builds for it, the fd it
+ * may hand over, and the exit codes it returns. docs/PROTOCOL.md ("The git helper
+ * contract") is the prose half of this header; change both together.
+ *
+ * The bridge starts shimbridge-git as the runner with an environment built from
+ * nothing: exactly the variables below (those marked "optional" only when they
+ * apply) plus HOME (a private, per-call empty directory), PATH and LANG.
+ */
+#ifndef SHIMBRIDGE_GITCONTRACT_H
+#define SHIMBRIDGE_GITCONTRACT_H
+
+/* "upload-pack" or "receive-pack" (a "git-" prefix is accepted). */
+#define GITC_ENV_SERVICE	"SHIMBRIDGE_SERVICE"
+/* Absolute, canonical path of the session's bare mirror, ".../NAME.git". */
+#define GITC_ENV_MIRROR		"SHIMBRIDGE_MIRROR"
+/* http(s)://host[:port]/owner/name[.git]: where the mirror fetches from and pushes to. */
+#define GITC_ENV_UPSTREAM	"SHIMBRIDGE_UPSTREAM"
+/* Optional: user name and token for upstream (git's credential protocol answers with
+ * them for the exact upstream only). Absent when the upstream URL is the daemon's
+ * loopback injector, which adds the credential itself: then host git holds none. */
+#define GITC_ENV_USERNAME	"SHIMBRIDGE_USERNAME"
+#define GITC_ENV_TOKEN		"SHIMBRIDGE_TOKEN"
+/* Comma-separated branch names (without refs/heads/) that take no direct push at all.
+ * "HEAD" stands for upstream's default branch. */
+#define GITC_ENV_NO_PUSH	"SHIMBRIDGE_NO_PUSH"
+/* Comma-separated branch names that take fast-forwards only: no force, no delete. */
+#define GITC_ENV_FF_ONLY	"SHIMBRIDGE_FF_ONLY"
+/* Comma-separated tag names or fnmatch(3) patterns ("*" = every tag) that may be
+ * created but never moved or deleted once they exist. */
+#define GITC_ENV_TAGS		"SHIMBRIDGE_PROTECTED_TAGS"
+/* Comma-separated path prefixes a push may not change. */
+#define GITC_ENV_DENY_PATHS	"SHIMBRIDGE_DENY_PATHS"
+/* Absolute path of host git. */
+#define GITC_ENV_GIT		"SHIMBRIDGE_GIT"
+/* Optional: the client's GIT_PROTOCOL, "version=0", "version=1" or "version=2". */
+#define GITC_ENV_PROTOCOL	"SHIMBRIDGE_GIT_PROTOCOL"
+/* Optional: "1" when the sandbox's git asked for progress (option progress true). */
+#define GITC_ENV_PROGRESS	"SHIMBRIDGE_PROGRESS"
+/* Optional: the decimal number of the refusal fd (GITC_REFUSAL_FD) when one is given. */
+#define GITC_ENV_REFUSAL_FD	"SHIMBRIDGE_REFUSAL_FD"
+
+/*
+ * The refusal pipe. receive-pack exits 0 when its pre-receive hook refuses a push,
+ * so the exit status cannot tell the bridge that the policy refused one. The bridge
+ * makes a pipe, gives its write end to shimbridge-git as this fd (and names it in
+ * GITC_ENV_REFUSAL_FD), and reads the other end once the child is gone: the hook
+ * writes what it told the agent there, at most GITC_REFUSAL_MAX bytes of UTF-8 text,
+ * one message per line. Only the processes of this one call hold the write end, so
+ * no other process of the runner can forge a refusal record.
+ */
+#define GITC_REFUSAL_FD		3
+#define GITC_REFUSAL_MAX	2048
+
+/* Exit codes of shimbridge-git (git's own conventions where they exist); any other
+ * status is that of git upload-pack/receive-pack. */
+#define GITC_EXIT_OK		0	/* done */
+#define GITC_EXIT_REFUSED	1	/* push refused by policy or by upstream */
+#define GITC_EXIT_USAGE		2	/* bad argv */
+#define GITC_EXIT_FATAL		128	/* upstream unreachable, bad environment, internal */
+
+#endif

@@ -1,0 +1,262 @@
+/*
+ * Unit tests: the git op's checks and the environment it builds for shimbridge-git
+ * (bridge/gitop.c, the bridge's half of common/gitcontract.h). Runs as root: the
+ * config and the secret file must be root-owned.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <sys/stat.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "config.h"
+#include "gitcontract.h"
+#include "gitop.h"
+#include "keyring.h"
+#include "spawn.h"
+
+static char dir[64];
+static struct config *cfg;
+
+/* Write a root-owned 0600 file. */
+static void
+put(const char *p, const char *text)
+{
+	FILE *f = fopen(p, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	assert_int_equal(chmod(p, 0600), 0);
+}
+
+static int
+setup(void **state)
+{
+	char path[128], sd[128], tok[128], text[2048], *cause = NULL;
+
+	(void)state;
+	strcpy(dir, "/tmp/sbgitop.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		return -1;
+	snprintf(sd, sizeof sd, "%s/mirrors", dir);	/* made by the daemon at start */
+	if (mkdir(sd, 0700) != 0)
+		return -1;
+	snprintf(sd, sizeof sd, "%s/sessions.d", dir);
+	if (mkdir(sd, 0700) != 0)
+		return -1;
+	snprintf(tok, sizeof tok, "%s/token", dir);
+	put(tok, "ghs_unitTestToken0123456789\n");	/* the config wants the file */
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	snprintf(text, sizeof text, "{\"runner\": \"daemon\", \"state_dir\": \"%s\", "
+	    "\"sessions_dir\": \"%s\", "
+	    "\"secrets\": {\"gh\": {\"source\": \"file\", \"path\": \"%s\"}}, "
+	    "\"git\": {\"path\": \"/usr/bin/git\", \"helper\": \"/bin/true\", "
+	    "\"hosts\": {\"github.com\": {\"upstream\": \"https://github.com/\", "
+	    "\"secret\": \"gh\"}}, \"no_push_branches\": [\"HEAD\", \"release\"], "
+	    "\"ff_only_branches\": [\"main\", \"dev\"], \"protected_tags\": [\"v*\"], "
+	    "\"deny_paths\": [\".github/workflows/\", \"CODEOWNERS\"]}, "
+	    "\"sessions\": [{\"name\": \"alice\", \"uid\": 4242, \"tools\": [\"git\"], "
+	    "\"repos\": [\"Octo/Repo\"]}]}", dir, sd, tok);
+	put(path, text);
+	cfg = config_load(path, 0, &cause);
+	if (cfg == NULL) {
+		fprintf(stderr, "config: %s\n", cause);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	(void)state;
+	config_unref(cfg);
+	return spawn_rmtree(dir);
+}
+
+/* Prepare a request given as JSON text; returns gitop_prepare's result. */
+static int
+prepare(const char *json, struct gitop *g, char **msg, char **cause)
+{
+	json_t *req = json_loads(json, 0, NULL);
+	int rc;
+
+	assert_non_null(req);
+	rc = gitop_prepare(cfg, &cfg->sessions[0], req, g, msg, cause);
+	json_decref(req);
+	return rc;
+}
+
+static void
+test_parse_url(void **state)
+{
+	static const char *const good[][4] = {
+		{ "https://github.com/octo/repo", "github.com", "octo", "repo" },
+		{ "https://github.com/octo/repo.git", "github.com", "octo", "repo" },
+		{ "https://github.com/octo/repo/", "github.com", "octo", "repo" },
+		{ "http://localhost:8443/o/r.git", "localhost:8443", "o", "r" },
+		{ "git@github.com:octo/repo.git", "github.com", "octo", "repo" },
+		{ "ssh://git@github.com/octo/repo", "github.com", "octo", "repo" },
+	};
+	static const char *const bad[] = {
+		"ftp://github.com/octo/repo", "https://user@github.com/octo/repo",
+		"https://github.com/octo", "https://github.com/octo/repo/extra",
+		"https://github.com/../repo", "https://github..com/o/r", "https://github.com/o/r%2e",
+		"https://-x.com/o/r", "file:///etc/passwd", "https://github.com/o/.",
+	};
+	char *h, *o, *n;
+	const char *why;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof good / sizeof good[0]; i++) {
+		if (gitop_parse_url(good[i][0], &h, &o, &n, &why) != 0)
+			fail_msg("refused %s: %s", good[i][0], why);
+		assert_string_equal(h, good[i][1]);
+		assert_string_equal(o, good[i][2]);
+		assert_string_equal(n, good[i][3]);
+		free(h);
+		free(o);
+		free(n);
+	}
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		why = NULL;
+		if (gitop_parse_url(bad[i], &h, &o, &n, &why) == 0)
+			fail_msg("accepted %s", bad[i]);
+		assert_non_null(why);
+		assert_null(h);
+	}
+}
+
+static void
+test_prepare_refusals(void **state)
+{
+	struct gitop g;
+	char *msg, *cause;
+
+	(void)state;
+	/* Malformed: no message for the agent, only a protocol error. */
+	assert_int_equal(prepare("{\"op\":\"git\",\"service\":\"git-upload-pack\","
+	    "\"url\":\"https://github.com/octo/repo\",\"extra\":1}", &g, &msg, &cause), -1);
+	assert_null(msg);
+	assert_non_null(strstr(cause, "unknown field"));
+	free(cause);
+	gitop_clear(&g);
+	assert_int_equal(prepare("{\"op\":\"git\",\"service\":\"git-upload-pack\","
+	    "\"url\":\"https://github.com/octo/repo\",\"progress\":\"yes\"}", &g, &msg, &cause), -1);
+	assert_null(msg);
+	assert_non_null(strstr(cause, "progress"));
+	free(cause);
+	gitop_clear(&g);
+
+	/* Refused with what to do. */
+	assert_int_equal(prepare("{\"op\":\"git\",\"service\":\"git-upload-archive\","
+	    "\"url\":\"https://github.com/octo/repo\"}", &g, &msg, &cause), -1);
+	assert_non_null(strstr(msg, "only fetch, clone"));
+	free(msg);
+	free(cause);
+	gitop_clear(&g);
+	assert_int_equal(prepare("{\"op\":\"git\",\"service\":\"git-upload-pack\","
+	    "\"url\":\"https://gitlab.com/octo/repo\"}", &g, &msg, &cause), -1);
+	assert_non_null(strstr(msg, "serves no such host"));
+	free(msg);
+	free(cause);
+	gitop_clear(&g);
+	assert_int_equal(prepare("{\"op\":\"git\",\"service\":\"git-receive-pack\","
+	    "\"url\":\"https://github.com/octo/other\"}", &g, &msg, &cause), -1);
+	assert_non_null(strstr(msg, "may only reach Octo/Repo"));
+	free(msg);
+	free(cause);
+	gitop_clear(&g);
+}
+
+/* Environment checks for one request; via as for gitop_env. */
+static void
+check_env(const char *json, const char *via, int progress)
+{
+	static char tok[] = "ghs_unitTestToken0123456789";
+	struct gitop g;
+	struct key k;
+	char *msg = NULL, *cause = NULL, scratch[128], want[256];
+	const char *v;
+
+	snprintf(scratch, sizeof scratch, "%s", dir);
+	if (prepare(json, &g, &msg, &cause) != 0)
+		fail_msg("refused: %s / %s", msg != NULL ? msg : "", cause != NULL ? cause : "");
+	assert_int_equal(g.progress, progress);
+	assert_string_equal(g.secret_name, "gh");
+	/* As op-git does from the keyring. */
+	memset(&k, 0, sizeof k);
+	k.val.value = (unsigned char *)tok;
+	k.val.len = strlen(tok);
+	g.secret = &k;
+	if (gitop_env(&g, scratch, via, &cause) != 0)
+		fail_msg("env: %s", cause);
+	assert_string_equal(envbuild_get(g.env, GITC_ENV_SERVICE), "receive-pack");
+	snprintf(want, sizeof want, "%s/mirrors/alice/github.com/octo/repo.git", dir);
+	assert_string_equal(envbuild_get(g.env, GITC_ENV_MIRROR), want);
+	assert_string_equal(envbuild_get(g.env, GITC_ENV_NO_PUSH), "HEAD,release");
+	assert_string_equal(envbuild_get(g.env, GITC_ENV_FF_ONLY), "main,dev");
+	assert_string_equal(envbuild_get(g.env, GITC_ENV_TAGS), "v*");
+	assert_string_equal(envbuild_get(g.env, GITC_ENV_DENY_PATHS),
+	    ".github/workflows/,CODEOWNERS");
+	assert_string_equal(envbuild_get(g.env, GITC_ENV_GIT), "/usr/bin/git");
+	assert_string_equal(envbuild_get(g.env, "HOME"), scratch);
+	v = envbuild_get(g.env, GITC_ENV_PROGRESS);
+	if (progress)
+		assert_string_equal(v, "1");
+	else
+		assert_null(v);
+	if (via == NULL) {
+		/* The URL as the sandbox spelled it; the token for the helper. */
+		assert_string_equal(envbuild_get(g.env, GITC_ENV_UPSTREAM),
+		    "https://github.com/Octo/Repo.git");
+		assert_string_equal(envbuild_get(g.env, GITC_ENV_USERNAME), "x-access-token");
+		assert_string_equal(envbuild_get(g.env, GITC_ENV_TOKEN),
+		    "ghs_unitTestToken0123456789");
+	} else {
+		snprintf(want, sizeof want, "%s/Octo/Repo.git", via);
+		assert_string_equal(envbuild_get(g.env, GITC_ENV_UPSTREAM), want);
+		assert_null(envbuild_get(g.env, GITC_ENV_USERNAME));
+		assert_null(envbuild_get(g.env, GITC_ENV_TOKEN));
+	}
+	gitop_clear(&g);
+}
+
+static void
+test_env(void **state)
+{
+	(void)state;
+	check_env("{\"op\":\"git\",\"service\":\"git-receive-pack\","
+	    "\"url\":\"https://github.com/Octo/Repo\"}", NULL, 0);
+	check_env("{\"op\":\"git\",\"service\":\"git-receive-pack\","
+	    "\"url\":\"https://github.com/Octo/Repo\",\"progress\":true}",
+	    "http://127.0.0.1:40123", 1);
+	check_env("{\"op\":\"git\",\"service\":\"git-receive-pack\","
+	    "\"url\":\"git@github.com:Octo/Repo.git\",\"progress\":false}", NULL, 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_url),
+		cmocka_unit_test(test_prepare_refusals),
+		cmocka_unit_test(test_env),
+	};
+
+	if (sodium_init() < 0)
+		return 1;
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
