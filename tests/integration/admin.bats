@@ -245,7 +245,7 @@ sba_tmp() {
 	printf '%s\n' "$output" | jq -se 'length >= 1'
 	run -1 runuser -u sba-bob -- "$SB_DIR/bin/shimbridge" audit --file "$SB_AUDIT"
 	[[ $output == *"Permission denied"* ]]
-	[[ $output == *"shimbridge-audit"* ]]
+	[[ $output == *"readable by root and the members of the group $SBA_AUDIT_GROUP"* ]]
 	# A log rotated away and recreated by someone else gets the same owner and mode.
 	mv "$SB_AUDIT" "$SB_AUDIT.1"
 	(umask 077 && : >"$SB_AUDIT")
