@@ -233,6 +233,10 @@ sba_tmp() {
 	[[ $output == *"alice"* ]]
 	run -2 "$SB_BUILD/shimbridge" -c "$t/config.json" session list
 	[[ $output == *"$t/config.json"* ]]
+	# The store the broken file names, not the default one.
+	run -0 --separate-stderr "$SB_BUILD/shimbridge" -c "$t/config.json" secret list
+	[ "$output" = tok ]
+	[[ $stderr == *"$t/config.json:"* ]]
 }
 
 # --- the audit log's group --------------------------------------------------------
