@@ -279,10 +279,11 @@ sba_tmp() {
 	# A writer killed while its value is still arriving changes nothing.
 	cp "$t/p.store" "$t/before"
 	mkfifo "$t/fifo"
-	"$SB_BUILD/shimbridge" -c "$SB_CONFIG" --store "$t/p.store" --no-reload \
-		secret set late <"$t/fifo" >/dev/null 2>&1 3>&- &
+	# Held open read-write here, so the writer's open for reading does not block.
+	exec 5<>"$t/fifo"
+	sb_bg "$SB_BUILD/shimbridge" -c "$SB_CONFIG" --store "$t/p.store" --no-reload \
+		secret set late <"$t/fifo" >/dev/null 2>&1
 	local w=$!
-	exec 5>"$t/fifo"
 	printf 'half a val' >&5
 	sleep 0.3
 	kill -KILL "$w"
@@ -345,8 +346,8 @@ sba_tmp() {
 	mkdir -p "$t/git/root/octo"
 	git init -q --bare "$t/git/root/octo/one.git"
 	printf '%s' "$good" >"$t/git/token"
-	"$PY" "$SB_FIXTURES/githttp.py" --root "$t/git/root" --token-file "$t/git/token" \
-		--port-file "$t/git/port" --log "$t/git/log" </dev/null >"$t/git/out" 2>&1 3>&- &
+	sb_bg "$PY" "$SB_FIXTURES/githttp.py" --root "$t/git/root" --token-file "$t/git/token" \
+		--port-file "$t/git/port" --log "$t/git/log" </dev/null >"$t/git/out" 2>&1
 	echo $! >"$SB_DIR/githttp.pid"
 	sb_wait_for 10 test -s "$t/git/port"
 	gport=$(cat "$t/git/port")
@@ -443,7 +444,7 @@ s = HTTPServer(("127.0.0.1", 0), H)
 open(sys.argv[1], "w").write(str(s.server_port))
 s.serve_forever()
 EOF
-	"$PY" "$t/up.py" "$t/port" "$soon" </dev/null >/dev/null 2>&1 3>&- &
+	sb_bg "$PY" "$t/up.py" "$t/port" "$soon" </dev/null >/dev/null 2>&1
 	echo $! >"$SB_DIR/up.pid"
 	sb_wait_for 10 test -s "$t/port"
 	port=$(cat "$t/port")
