@@ -137,7 +137,7 @@ $(B)/unit/%: $(call obj,tests/unit/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC)) 
 $(B)/unit-san/%: $(call sobj,tests/unit/%.c) $(call sobj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test
 	@mkdir -p $(dir $@)
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS) -lcmocka
-$(B)/fuzzers/%: $(call fobj,tests/fuzz/%.c) $(call fobj,$(BRIDGE_SRC) $(COMMON_SRC) $(filter-out gitserve/main.c,$(GIT_SRC)))
+$(B)/fuzzers/%: $(call fobj,tests/fuzz/%.c) $(call fobj,$(BRIDGE_SRC) $(COMMON_SRC) $(filter-out gitserve/main.c,$(GIT_SRC)) admin/probehdr.c)
 	@mkdir -p $(dir $@)
 	$(CLANG) -fsanitize=fuzzer,address,undefined -o $@ $^ $(LIBS)
 $(B)/bench/%: $(call obj,bench/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC))

@@ -160,6 +160,10 @@ adm_paths_load(const char *config, struct adm_paths *p, char **cause)
 		adm_take(&p->audit, adm_salvage(text, NULL, "audit_log"));
 		adm_take(&p->state, adm_salvage(text, NULL, "state_dir"));
 		adm_take(&p->sessions_dir, adm_salvage(text, NULL, "sessions_dir"));
+		adm_take(&p->store, adm_salvage(text, "\"store\"[[:space:]]*:[[:space:]]*\\{[^}]*",
+		    "path"));
+		adm_take(&p->key, adm_salvage(text, "\"store\"[[:space:]]*:[[:space:]]*\\{[^}]*",
+		    "key"));
 		free(text);
 	}
 	json_decref(root);
@@ -327,13 +331,10 @@ adm_store_paths(struct admin *a)
 	if (a->store != NULL && a->key != NULL)
 		return;
 	if (adm_paths_load(a->config, &p, &cause) != 0) {
+		/* The store still works: at the path the broken file names, or the default. */
+		if (access(a->config, F_OK) == 0)
+			adm_paths_warn(cause);
 		free(cause);
-		adm_paths_free(&p);
-		if (a->store == NULL)
-			a->store = ADM_STORE;
-		if (a->key == NULL)
-			a->key = ADM_KEY;
-		return;
 	}
 	if (a->store == NULL)
 		a->store = a->owned[0] = xstrdup(p.store);

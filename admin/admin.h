@@ -10,6 +10,7 @@
 #include <sys/types.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -169,6 +170,14 @@ struct probe_result {
 int	 probe_get(const char *url, const char *authorization, const char *ca_file,
 	    long timeout, struct probe_result *r);
 void	 probe_result_free(struct probe_result *);
+
+/* probehdr.c: reading an upstream's answer (no libcurl; fuzzed by fuzz_probehdr). */
+/* Keep a response header line's value if it is X-OAuth-Scopes or the token expiry. */
+void	 probehdr_line(struct probe_result *, const char *buf, size_t len);
+/* Keep the first 4 KiB of the body, NUL-terminated (cut at an embedded NUL). */
+void	 probehdr_body(struct probe_result *, const char *buf, size_t len);
+/* Seconds from now until an expiry date ("2026-01-31 12:00:00 UTC"), 0 if past, -1 unknown. */
+long long probehdr_expiry(const char *v, time_t now);
 
 /* ptyrun.c: the terminal relay used by users_exec. */
 int	 ptyrun(const struct users_id *, const char *dir, const char *file,

@@ -7,6 +7,8 @@
 #include <sys/types.h>
 
 #include <errno.h>
+#include <grp.h>
+#include <libgen.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -155,6 +157,26 @@ auditview_nap(void)
 	nanosleep(&ts, NULL);
 }
 
+/* After EACCES: say who may read the log (root and the group of its directory). */
+static void
+auditview_who(const char *path)
+{
+	char *copy = xstrdup(path);
+	struct group *gr;
+	struct stat st;
+
+	if (stat(dirname(copy), &st) == 0 && st.st_gid != 0 &&
+	    (gr = getgrgid(st.st_gid)) != NULL)
+		fprintf(stderr, "shimbridge: the audit log is readable by root and the members "
+		    "of the group %s (usermod -a -G %s USER, then log in again)\n", gr->gr_name,
+		    gr->gr_name);
+	else
+		fprintf(stderr, "shimbridge: only root may read this audit log; the installer "
+		    "lets the group " ADM_AUDIT_GROUP " read it (its directory root:"
+		    ADM_AUDIT_GROUP ", mode 0750)\n");
+	free(copy);
+}
+
 /* shimbridge audit [--session S] [--follow] [--file PATH] [--json] */
 int
 auditview_cmd(struct admin *a, int argc, char **argv)
@@ -208,9 +230,7 @@ auditview_cmd(struct admin *a, int argc, char **argv)
 		fprintf(stderr, "shimbridge: cannot open the audit log %s: %s\n", path,
 		    strerror(e));
 		if (e == EACCES)
-			fprintf(stderr, "shimbridge: the audit log is readable by root and by "
-			    "the members of the group " ADM_AUDIT_GROUP " (usermod -a -G "
-			    ADM_AUDIT_GROUP " USER, then log in again)\n");
+			auditview_who(path);
 		errno = e;
 		free(path);
 		return errno == ENOENT ? ADM_INVALID : ADM_FAIL;

@@ -433,36 +433,11 @@ check_ca_file(const struct tool *t)
 	return getenv("SSL_CERT_FILE");
 }
 
-/*
- * Seconds until a GitHub-Authentication-Token-Expiration date ("2026-01-31
- * 12:00:00 UTC", also with a numeric zone), 0 when past, -1 when absent or
- * unreadable.
- */
+/* Seconds until a token's expiry date, 0 when past, -1 when unknown. */
 static long long
 check_expiry(const char *v)
 {
-	struct tm tm;
-	const char *rest;
-	time_t when, now = time(NULL);
-	int off = 0;
-
-	if (v == NULL)
-		return -1;
-	memset(&tm, 0, sizeof tm);
-	if ((rest = strptime(v, "%Y-%m-%d %H:%M:%S", &tm)) == NULL)
-		return -1;
-	while (*rest == ' ')
-		rest++;
-	if ((rest[0] == '+' || rest[0] == '-') && strlen(rest) >= 5) {
-		int h = (rest[1] - '0') * 10 + (rest[2] - '0');
-		int m = (rest[rest[3] == ':' ? 4 : 3] - '0') * 10 + (rest[rest[3] == ':' ? 5 : 4] - '0');
-
-		off = (rest[0] == '-' ? -1 : 1) * (h * 3600 + m * 60);
-	} else if (*rest != '\0' && strcmp(rest, "UTC") != 0 && strcmp(rest, "GMT") != 0 &&
-	    strcmp(rest, "Z") != 0)
-		return -1;
-	when = timegm(&tm) - off;
-	return when <= now ? 0 : (long long)(when - now);
+	return probehdr_expiry(v, time(NULL));
 }
 
 /* Whether the host says the token has expired: a past expiry, or a 401 saying so. */

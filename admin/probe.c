@@ -4,11 +4,9 @@
  * redirects, no proxy from the environment, the body discarded. The caller's
  * Authorization header is the only credential sent; it is never printed.
  */
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include <curl/curl.h>
 #include <sodium.h>
@@ -16,57 +14,21 @@
 #include "admin.h"
 #include "util.h"
 
-#define PROBE_HEADER_MAX	1024	/* longest response header value kept */
-#define PROBE_BODY_MAX		4096	/* bytes of the body kept (for an error message) */
 
-/* Keep the two response headers check reports (case-insensitive names). */
+/* libcurl's header callback: one header line. */
 static size_t
 probe_header(char *buf, size_t size, size_t n, void *arg)
 {
-	struct probe_result *r = arg;
-	size_t len = size * n, i;
-	static const struct { const char *name; size_t off; } want[] = {
-		{ "x-oauth-scopes:", offsetof(struct probe_result, scopes) },
-		{ "github-authentication-token-expiration:",
-		    offsetof(struct probe_result, expires) },
-	};
-
-	for (i = 0; i < sizeof want / sizeof want[0]; i++) {
-		size_t nl = strlen(want[i].name), vl;
-		char **slot = (char **)((char *)r + want[i].off);
-		const char *v;
-
-		if (len < nl || strncasecmp(buf, want[i].name, nl) != 0)
-			continue;
-		v = buf + nl;
-		vl = len - nl;
-		while (vl > 0 && (*v == ' ' || *v == '\t')) {
-			v++;
-			vl--;
-		}
-		while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
-			vl--;
-		free(*slot);
-		*slot = xstrndup(v, vl > PROBE_HEADER_MAX ? PROBE_HEADER_MAX : vl);
-	}
-	return len;
+	probehdr_line(arg, buf, size * n);
+	return size * n;
 }
 
-/* Keep the start of the body (an error message says why), discard the rest. */
+/* libcurl's body callback: keep the start, discard the rest. */
 static size_t
 probe_body(char *buf, size_t size, size_t n, void *arg)
 {
-	struct probe_result *r = arg;
-	size_t len = size * n, have = r->body != NULL ? strlen(r->body) : 0, take;
-
-	take = have + len > PROBE_BODY_MAX ? PROBE_BODY_MAX - have : len;
-	if (take > 0) {
-		r->body = xreallocarray(r->body, have + take + 1, 1);
-		memcpy(r->body + have, buf, take);
-		r->body[have + take] = '\0';
-		/* A NUL in the body ends what is kept: the text is only searched. */
-	}
-	return len;
+	probehdr_body(arg, buf, size * n);
+	return size * n;
 }
 
 /* GET url with one Authorization header; fills *r (probe_result_free). */
