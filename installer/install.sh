@@ -12,6 +12,9 @@
 #   PREFIX/share/shimbridge/config.example.json     the config skeleton, for reference
 #   PREFIX/share/shimbridge/manifest                what this script created (for uninstall.sh)
 #   PREFIX/share/doc/shimbridge/                    README and reference documents
+#   PREFIX/share/man/man5, man8                     shimbridge.json(5), shimbridged(8),
+#                                                   shimbridge(8), shimbridge-git(8)
+#   Linux: /etc/logrotate.d/shimbridge              audit log rotation (SIGUSR1)
 #   /etc/shimbridge/ (0700)                         config.json (0600, never overwritten), sessions.d/
 #   /var/lib/shimbridge (0755), /var/log/shimbridge (0700)
 #   Linux: shimbridge.socket and shimbridge.service in /usr/lib/systemd/system
@@ -113,6 +116,7 @@ libexecdir=$prefix/libexec/shimbridge
 shimdir=$libexecdir/shims
 sharedir=$prefix/share/shimbridge
 docdir=$prefix/share/doc/shimbridge
+mandir=$prefix/share/man
 confdir=/etc/shimbridge
 statedir=/var/lib/shimbridge
 logdir=/var/log/shimbridge
@@ -339,6 +343,17 @@ if [ -f "$top/README.md" ] || [ -d "$top/docs" ]; then
 	for f in "$top/README.md" "$top"/docs/*.md; do
 		[ -f "$f" ] && put_file "$f" "$docdir/$(basename "$f")" 0644
 	done
+fi
+
+for f in "$top"/man/*.[1-8]; do
+	sec=${f##*.}
+	put_parents "$mandir/man$sec"
+	for_prefix "$f" | sed -e "s|PREFIX/|$prefix/|g" > "$work/$(basename "$f")"
+	put_file "$work/$(basename "$f")" "$mandir/man$sec/$(basename "$f")" 0644
+done
+if [ "$os" = Linux ]; then
+	put_parents /etc/logrotate.d
+	put_file "$top/systemd/shimbridge.logrotate" /etc/logrotate.d/shimbridge 0644
 fi
 
 # --- Configuration and state -----------------------------------------------------
