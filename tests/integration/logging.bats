@@ -35,8 +35,9 @@ setup_file() {
 
 teardown_file() {
 	pkill -KILL -u "$SB_RUNNER" 2>/dev/null || true
-	userdel "$SB_RUNNER" 2>/dev/null || true
+	sb_users_remove
 	rm -rf "$SB_DIR"
+	sb_reap_suite
 }
 
 teardown() {
@@ -47,6 +48,7 @@ teardown() {
 		rm -f /dev/log
 	fi
 	rm -f "$SB_AUDIT" "$SB_AUDIT.1" "$SB_DIR/log/daemon.log"
+	sb_reap
 }
 
 # No line of any log holds the secret value.
@@ -93,14 +95,14 @@ no_secret_in() {
 
 @test "audit.syslog: each record also goes to syslog as authpriv.info, redacted" {
 	[ ! -e /dev/log ] || skip "/dev/log exists (a system logger runs): not replacing it"
-	"$PY" - "$SB_DIR/log/syslog" <<'PYEOF' &
+	sb_bg "$PY" -c '
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind("/dev/log")
 with open(sys.argv[1], "ab", buffering=0) as out:
     while True:
         out.write(s.recv(65536) + b"\n")
-PYEOF
+' "$SB_DIR/log/syslog" </dev/null
 	SYSLOG_PID=$!
 	sb_wait_for 5 test -S /dev/log
 	log_config '"audit": {"syslog": true}'
