@@ -15,6 +15,7 @@
 #   PREFIX/share/man/man5, man8                     shimbridge.json(5), shimbridged(8),
 #                                                   shimbridge(8), shimbridge-git(8)
 #   PREFIX/share/bash-completion/completions/shimbridge   bash completion
+#   PREFIX/share/zsh/vendor-completions/_shimbridge        zsh completion
 #   Linux: /etc/logrotate.d/shimbridge              audit log rotation (SIGUSR1)
 #   Linux: sysusers.d/shimbridge.conf, tmpfiles.d/shimbridge.conf in PREFIX/lib
 #          (/usr/lib for PREFIX=/usr, /etc for prefixes systemd does not read);
@@ -388,6 +389,8 @@ for f in "$top"/man/*.[1-8]; do
 done
 put_parents "$prefix/share/bash-completion/completions"
 put_file "$top/completion/shimbridge.bash" "$prefix/share/bash-completion/completions/shimbridge" 0644
+put_parents "$prefix/share/zsh/vendor-completions"
+put_file "$top/completion/_shimbridge" "$prefix/share/zsh/vendor-completions/_shimbridge" 0644
 if [ "$os" = Linux ]; then
 	put_parents /etc/logrotate.d
 	put_file "$top/systemd/shimbridge.logrotate" /etc/logrotate.d/shimbridge 0644

@@ -86,3 +86,36 @@ complete_line() {
 		[[ $output == *"$c"* ]] || { echo "not completed: $c" >&2; return 1; }
 	done
 }
+
+# zsh: the completion file run as compsys would (words, CURRENT, PREFIX set), with
+# compadd/_files stubbed to print their words.
+zsh_complete() {
+	zsh -f -c '
+		compadd() {
+			local arr=0 a
+			for a in "$@"; do
+				case $a in
+				-a) arr=1 ;;
+				--) ;;
+				-*) [[ $a == --* ]] && print -r -- $a ;;
+				*) if ((arr)); then print -rl -- ${(P)a}; else print -r -- $a; fi ;;
+				esac
+			done
+		}
+		_files() { print _files }
+		f=$1; shift
+		words=("$@"); CURRENT=$#; PREFIX=${words[CURRENT]}
+		source "$f"	# an autoloaded completion file ends by calling its function' _ "$SB_ROOT/completion/_shimbridge" "$@" | sort
+}
+
+@test "zsh: commands, sessions and secrets" {
+	command -v zsh >/dev/null || skip "zsh is missing"
+	run zsh_complete shimbridge ""
+	[ "$output" = "$(printf '%s\n' audit check mirror reload secret session status | sort)" ]
+	run zsh_complete shimbridge session ""
+	[ "$output" = "$(printf '%s\n' add exec list remove)" ]
+	run zsh_complete shimbridge -c "$CT/etc/config.json" session exec ""
+	[ "$output" = "$(printf 'alice\nbob')" ]
+	run zsh_complete "$SB_ROOT/build/shimbridge" --store "$CT/s.store" --key "$CT/s.key" secret rm ""
+	[ "$output" = "$(printf 'github\ngitlab-ci')" ]
+}
