@@ -180,3 +180,16 @@ PYEOF
 	rmdir "$SB_AUDIT"
 	grep -q '"event":"done"' "$SB_AUDIT.1"
 }
+
+@test "SIGHUP (reload) also reopens the audit log: the reload record is in the new file" {
+	log_config
+	sb_start
+	as sbt-alice sh -c true
+	mv "$SB_AUDIT" "$SB_AUDIT.1"
+	kill -HUP "$SB_PID"
+	sb_wait_for 10 grep -q '"event":"reload"' "$SB_AUDIT"
+	as sbt-alice sh -c true
+	[ "$(grep -c '"event":"done"' "$SB_AUDIT.1")" = 1 ]
+	[ "$(grep -c '"event":"done"' "$SB_AUDIT")" = 1 ]
+	! grep -q '"event":"reload"' "$SB_AUDIT.1"
+}
