@@ -191,5 +191,6 @@ PYEOF
 	as sbt-alice sh -c true
 	[ "$(grep -c '"event":"done"' "$SB_AUDIT.1")" = 1 ]
 	[ "$(grep -c '"event":"done"' "$SB_AUDIT")" = 1 ]
-	! grep -q '"event":"reload"' "$SB_AUDIT.1"
+	run grep -c '"event":"reload"' "$SB_AUDIT.1"
+	[ "$output" = 0 ]
 }
