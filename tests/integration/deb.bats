@@ -148,8 +148,14 @@ teardown() {
 	chmod 600 /etc/shimbridge/sessions.d/deb.json
 	/usr/sbin/shimbridge secret init >/dev/null
 	printf value | /usr/sbin/shimbridge --no-reload secret set tok >/dev/null
-	sb_bg /usr/sbin/shimbridged -c /etc/shimbridge/config.json </dev/null >"$DEB_TMP/daemon.log" 2>&1
-	local pid=$!
+	local pid=
+	if [ -d /run/systemd/system ]; then
+		# systemd runs here: the package started the socket; the call starts the service
+		systemctl restart shimbridge.socket
+	else
+		sb_bg /usr/sbin/shimbridged -c /etc/shimbridge/config.json </dev/null >"$DEB_TMP/daemon.log" 2>&1
+		pid=$!
+	fi
 	sb_wait_for 10 test -S /run/shimbridge/bridge.sock || { cat "$DEB_TMP/daemon.log"; return 1; }
 	mkdir -p "$DEB_TMP/bin"
 	ln -s /usr/libexec/shimbridge/shims/shimbridge-shim "$DEB_TMP/bin/say"
@@ -163,7 +169,12 @@ teardown() {
 	DEBIAN_FRONTEND=noninteractive run apt-get remove -y -qq shimbridge
 	echo "$output"
 	[ "$status" -eq 0 ]
-	sb_wait_for 20 eval "! kill -0 $pid 2>/dev/null"
+	if [ -n "$pid" ]; then
+		sb_wait_for 20 eval "! kill -0 $pid 2>/dev/null"
+	else
+		sb_wait_for 20 eval "! systemctl is-active --quiet shimbridge.service"
+		sb_wait_for 20 eval "! systemctl is-active --quiet shimbridge.socket"
+	fi
 	[ ! -e /usr/sbin/shimbridged ]
 	[ -f /etc/shimbridge/config.json ] && [ -f /etc/shimbridge/secrets.store ] &&
 		[ -f /etc/shimbridge/store.key ] && [ -f /var/log/shimbridge/audit.log ]
