@@ -176,3 +176,7 @@ uninstall:
 
 clean:
 	rm -rf $(B)
+
+# The one place the version lives (debian/rules checks debian/changelog against it).
+print-version:
+	@echo $(VERSION)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "util.h"
 
 static int audit_fd = -1;
+static int audit_to_syslog;
 
 /*
  * Open the audit file for appending. It belongs to root and to the group of its
@@ -60,6 +62,31 @@ audit_open(const char *path, char **cause)
 	return 0;
 }
 
+/* SIGUSR1 (log rotation): open path anew; on failure keep writing to the old file. */
+void
+audit_reopen(const char *path)
+{
+	char *cause = NULL;
+
+	if (audit_open(path, &cause) != 0) {
+		log_warnx("%s; audit stays on the old file", cause);
+		free(cause);
+		return;
+	}
+	log_info("audit log reopened");
+}
+
+/* Also send every record to syslog(3), facility authpriv (config "audit": {"syslog": true}). */
+void
+audit_syslog(int on)
+{
+	if (on && !audit_to_syslog)
+		openlog("shimbridged", LOG_PID | LOG_NDELAY, LOG_AUTHPRIV);
+	else if (!on && audit_to_syslog)
+		closelog();
+	audit_to_syslog = on;
+}
+
 /* Close the audit file. */
 void
 audit_close(void)
@@ -95,6 +122,8 @@ audit_write(json_t *obj, const struct redact *r)
 	free(line);
 	if (red == NULL)
 		return;
+	if (audit_to_syslog)
+		syslog(LOG_AUTHPRIV | LOG_INFO, "%s", red);
 	len = strlen(red);
 	red[len++] = '\n';	/* over the NUL: the line is written by length */
 	if (audit_fd < 0) {

@@ -735,7 +735,8 @@ static int
 parse_main(struct loader *l, json_t *root, struct config *c)
 {
 	static const char *const keys[] = { "socket", "runner", "audit_log", "state_dir",
-	    "sessions_dir", "limits", "secrets", "tools", "sessions", "git", "store", NULL };
+	    "sessions_dir", "limits", "secrets", "tools", "sessions", "git", "store", "audit", NULL };
+	static const char *const akeys[] = { "syslog", NULL };
 	static const char *const stkeys[] = { "path", "key", "key_credential", NULL };
 	static const char *const skeys[] = { "path", "group", "mode", NULL };
 	static const char *const lkeys[] = { "max_connections", "max_per_session",
@@ -782,6 +783,14 @@ parse_main(struct loader *l, json_t *root, struct config *c)
 		}
 		if (c->store_path[0] != '/' || (c->store_key != NULL && c->store_key[0] != '/'))
 			return lerr(l, "store", "path and key must be absolute");
+	}
+	if ((e = json_object_get(root, "audit")) != NULL) {
+		json_t *sl = json_is_object(e) ? json_object_get(e, "syslog") : NULL;
+
+		if (!json_is_object(e) || check_keys(l, e, "audit", akeys) != 0 ||
+		    (sl != NULL && !json_is_boolean(sl)))
+			return lerr(l, "audit", "expected {\"syslog\": true or false}");
+		c->audit_syslog = json_is_true(sl);
 	}
 	lim = json_object_get(root, "limits");
 	if (lim != NULL) {

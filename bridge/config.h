@@ -91,6 +91,7 @@ struct config {
 	gid_t		  socket_gid;
 	int		  socket_mode;
 	char		 *audit_path;
+	int		  audit_syslog;	/* "audit": {"syslog": true} */
 	char		 *state_dir;
 	char		 *runner;
 	uid_t		  runner_uid;

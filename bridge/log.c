@@ -1,24 +1,60 @@
 /* Daemon diagnostics. */
+#include <sys/stat.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "log.h"
 
-static int log_debug_on;
+/* sd-daemon(3) priority prefixes, understood by journald on a stream. */
+#define LOG_PRI_CRIT	"<2>"
+#define LOG_PRI_WARNING	"<4>"
+#define LOG_PRI_INFO	"<6>"
+#define LOG_PRI_DEBUG	"<7>"
 
-/* Choose whether debug lines are printed. */
+static int log_debug_on;
+static int log_journal = -1;	/* -1: not checked yet */
+
+/*
+ * Whether stderr is the journal: systemd sets JOURNAL_STREAM=DEV:INO for the
+ * stream it connects, and only that stream (not a redirection made later by a
+ * wrapper or a test) gets priority prefixes.
+ */
+static int
+log_is_journal(void)
+{
+	unsigned long long dev, ino;
+	const char *js = getenv("JOURNAL_STREAM");
+	struct stat st;
+	char tail;
+
+	if (js == NULL || sscanf(js, "%llu:%llu%c", &dev, &ino, &tail) != 2)
+		return 0;
+	if (fstat(STDERR_FILENO, &st) != 0)
+		return 0;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+/* Choose whether debug lines are printed; find out where stderr goes. */
 void
 log_init(int debug)
 {
 	log_debug_on = debug;
+	log_journal = log_is_journal();
 }
 
-/* Print one line with a level prefix. */
-static void __attribute__((format(printf, 2, 0)))
-log_vline(const char *level, const char *fmt, va_list ap)
+/* Print one line: "<N>text" to the journal, "shimbridged: level: text" elsewhere. */
+static void __attribute__((format(printf, 3, 0)))
+log_vline(const char *pri, const char *level, const char *fmt, va_list ap)
 {
-	fprintf(stderr, "shimbridged: %s", level);
+	if (log_journal < 0)
+		log_journal = log_is_journal();
+	if (log_journal)
+		fprintf(stderr, "%s%s", pri, level);
+	else
+		fprintf(stderr, "shimbridged: %s", level);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	fflush(stderr);
@@ -33,7 +69,7 @@ log_debug(const char *fmt, ...)
 	if (!log_debug_on)
 		return;
 	va_start(ap, fmt);
-	log_vline("debug: ", fmt, ap);
+	log_vline(LOG_PRI_DEBUG, "debug: ", fmt, ap);
 	va_end(ap);
 }
 
@@ -44,7 +80,7 @@ log_info(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_vline("", fmt, ap);
+	log_vline(LOG_PRI_INFO, "", fmt, ap);
 	va_end(ap);
 }
 
@@ -55,7 +91,7 @@ log_warnx(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_vline("warning: ", fmt, ap);
+	log_vline(LOG_PRI_WARNING, "warning: ", fmt, ap);
 	va_end(ap);
 }
 
@@ -66,7 +102,7 @@ fatalx(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_vline("fatal: ", fmt, ap);
+	log_vline(LOG_PRI_CRIT, "fatal: ", fmt, ap);
 	va_end(ap);
 	abort();
 }

@@ -274,6 +274,7 @@ server_reload(struct server *srv)
 		free(warn[i]);
 	}
 	free(warn);
+	audit_syslog(nc->audit_syslog);
 	config_unref(srv->cfg);
 	srv->cfg = nc;
 	json_object_set_new(a, "ok", json_true());
@@ -284,7 +285,7 @@ server_reload(struct server *srv)
 	platform_notify("READY=1");
 }
 
-/* Signals: HUP reloads, TERM/INT stop. Handled in the loop, never in signal context. */
+/* Signals: HUP reloads, USR1 reopens the audit log (rotation), TERM/INT stop. Handled in the loop. */
 static void
 server_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -294,6 +295,10 @@ server_signal(evutil_socket_t sig, short what, void *arg)
 	(void)what;
 	if (sig == SIGHUP) {
 		server_reload(srv);
+		return;
+	}
+	if (sig == SIGUSR1) {
+		audit_reopen(srv->cfg->audit_path);
 		return;
 	}
 	log_info("stopping on signal %d", (int)sig);
@@ -445,7 +450,7 @@ server_clean_scratch(const char *dir)
 int
 server_run(struct config *cfg, struct keyring *kr, const char *config_path, char **cause)
 {
-	static const int sigs[] = { SIGCHLD, SIGHUP, SIGTERM, SIGINT };
+	static const int sigs[] = { SIGCHLD, SIGHUP, SIGTERM, SIGINT, SIGUSR1 };
 	_Static_assert(sizeof sigs / sizeof sigs[0] == sizeof ((struct server *)0)->ev_sig /
 	    sizeof ((struct server *)0)->ev_sig[0], "one event per signal");
 	struct server srv;
@@ -478,6 +483,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	server_clean_scratch(srv.scratch_dir);
 	if (hygiene_mkdir_root(srv.mirror_dir, 0711, 1, cause) != 0)
 		goto out;
+	audit_syslog(cfg->audit_syslog);
 	if (audit_open(cfg->audit_path, cause) != 0)
 		goto out;
 	if ((srv.base = event_base_new()) == NULL) {

@@ -34,7 +34,7 @@ struct server {
 	char			*own_socket;	/* unlinked at exit when we bound it */
 	char			*scratch_dir;	/* state_dir/run: per-call private dirs */
 	char			*mirror_dir;	/* state_dir/mirrors */
-	struct event		*ev_sig[4];
+	struct event		*ev_sig[5];
 	struct event		*ev_sweep;
 	struct event		*ev_resume;
 	struct event		*ev_orphans;	/* deferred orphan scan */

@@ -12,6 +12,14 @@
 #   PREFIX/share/shimbridge/config.example.json     the config skeleton, for reference
 #   PREFIX/share/shimbridge/manifest                what this script created (for uninstall.sh)
 #   PREFIX/share/doc/shimbridge/                    README and reference documents
+#   PREFIX/share/man/man5, man8                     shimbridge.json(5), shimbridged(8),
+#                                                   shimbridge(8), shimbridge-git(8)
+#   PREFIX/share/bash-completion/completions/shimbridge   bash completion
+#   PREFIX/share/zsh/vendor-completions/_shimbridge        zsh completion
+#   Linux: /etc/logrotate.d/shimbridge              audit log rotation (SIGUSR1)
+#   Linux: sysusers.d/shimbridge.conf, tmpfiles.d/shimbridge.conf in PREFIX/lib
+#          (/usr/lib for PREFIX=/usr, /etc for prefixes systemd does not read);
+#          applied with systemd-sysusers / systemd-tmpfiles where those exist
 #   /etc/shimbridge/ (0700)                         config.json (0600, never overwritten), sessions.d/
 #   /var/lib/shimbridge (0755), /var/log/shimbridge (0700)
 #   Linux: shimbridge.socket and shimbridge.service in /usr/lib/systemd/system
@@ -113,6 +121,7 @@ libexecdir=$prefix/libexec/shimbridge
 shimdir=$libexecdir/shims
 sharedir=$prefix/share/shimbridge
 docdir=$prefix/share/doc/shimbridge
+mandir=$prefix/share/man
 confdir=/etc/shimbridge
 statedir=/var/lib/shimbridge
 logdir=/var/log/shimbridge
@@ -122,6 +131,19 @@ if [ -z "$unitdir" ]; then
 	/usr/local) unitdir=/usr/local/lib/systemd/system ;;
 	*) unitdir=/etc/systemd/system ;;
 	esac
+fi
+case $prefix in
+/usr|/usr/local) sdlibdir=$prefix/lib ;;
+*) sdlibdir=/etc ;;
+esac
+sysusersconf=$sdlibdir/sysusers.d/shimbridge.conf
+tmpfilesconf=$sdlibdir/tmpfiles.d/shimbridge.conf
+# The declarative files are used to make accounts and directories where systemd's
+# tools exist (not when staging: the package manager applies them on the target).
+sdtools=0
+if [ "$os" = Linux ] && [ "$staging" = 0 ] && command -v systemd-sysusers >/dev/null 2>&1 &&
+	command -v systemd-tmpfiles >/dev/null 2>&1; then
+	sdtools=1
 fi
 plistdir=/Library/LaunchDaemons
 manifest=$sharedir/manifest
@@ -248,7 +270,25 @@ if [ -f "$destdir$manifest" ]; then
 fi
 
 # --- Accounts --------------------------------------------------------------------
-if [ "$users" = 1 ]; then
+if [ "$os" = Linux ]; then
+	put_parents "$(dirname "$sysusersconf")"
+	put_file "$top/systemd/shimbridge.sysusers" "$sysusersconf" 0644
+	put_parents "$(dirname "$tmpfilesconf")"
+	put_file "$top/systemd/shimbridge.tmpfiles" "$tmpfilesconf" 0644
+fi
+if [ "$users" = 1 ] && [ "$os" = Linux ] && [ "$sdtools" = 1 ]; then
+	for g in shimbridge shimbridge-audit; do
+		if ! getent group "$g" >/dev/null 2>&1; then
+			changed "create group $g (systemd-sysusers)"
+			remember "group $g"
+		fi
+	done
+	if ! id shimbridge-runner >/dev/null 2>&1; then
+		changed "create user shimbridge-runner (systemd-sysusers)"
+		remember "user shimbridge-runner"
+	fi
+	[ "$dry" = 1 ] || systemd-sysusers "$sysusersconf"
+elif [ "$users" = 1 ]; then
 	case $os in
 	Linux)
 		if ! getent group shimbridge >/dev/null 2>&1; then
@@ -341,6 +381,21 @@ if [ -f "$top/README.md" ] || [ -d "$top/docs" ]; then
 	done
 fi
 
+for f in "$top"/man/*.[1-8]; do
+	sec=${f##*.}
+	put_parents "$mandir/man$sec"
+	for_prefix "$f" | sed -e "s|PREFIX/|$prefix/|g" > "$work/$(basename "$f")"
+	put_file "$work/$(basename "$f")" "$mandir/man$sec/$(basename "$f")" 0644
+done
+put_parents "$prefix/share/bash-completion/completions"
+put_file "$top/completion/shimbridge.bash" "$prefix/share/bash-completion/completions/shimbridge" 0644
+put_parents "$prefix/share/zsh/vendor-completions"
+put_file "$top/completion/_shimbridge" "$prefix/share/zsh/vendor-completions/_shimbridge" 0644
+if [ "$os" = Linux ]; then
+	put_parents /etc/logrotate.d
+	put_file "$top/systemd/shimbridge.logrotate" /etc/logrotate.d/shimbridge 0644
+fi
+
 # --- Configuration and state -----------------------------------------------------
 put_parents "$(dirname "$confdir")"
 put_dir "$confdir" 0700 remember
@@ -367,6 +422,12 @@ if [ "$staging" = 0 ] && [ "$dry" = 0 ] && [ "$uid" = 0 ] &&
 	changed "set group shimbridge-audit on $logdir"
 	chgrp shimbridge-audit "$logdir"
 	[ ! -f "$logdir/audit.log" ] || { chgrp shimbridge-audit "$logdir/audit.log"; chmod 0640 "$logdir/audit.log"; }
+fi
+
+# Same directories, declared: systemd-tmpfiles recreates /run/shimbridge at boot.
+if [ "$sdtools" = 1 ] && [ "$dry" = 0 ]; then
+	systemd-tmpfiles --create "$tmpfilesconf" ||
+		echo "$prog: warning: systemd-tmpfiles --create $tmpfilesconf failed" >&2
 fi
 
 # --- Service manager -------------------------------------------------------------
