@@ -14,10 +14,10 @@
 #include "audit.h"
 #include "config.h"
 #include "conn.h"
-#include "gh.h"
 #include "keyring.h"
 #include "ops.h"
 #include "policy.h"
+#include "profile.h"
 #include "proto.h"
 #include "redact.h"
 #include "request.h"
@@ -166,8 +166,7 @@ op_run(struct conn *c, json_t *req)
 		conn_deny(c, ERR_UNAVAILABLE, "secret unavailable", cause);
 		goto out;
 	}
-	if (t->profile == PROFILE_GH)
-		gh_env(t, c->scratch, &pc, env);
+	profile_env(t, c->scratch, &pc, env);
 	c->output_limit = t->output_limit;
 	/*
 	 * Both streams go through the redactor of every live secret of every session.
