@@ -573,7 +573,7 @@ after_malformed() {
 	kill -0 "$SB_PID"
 }
 
-hello_line='HELLO {"proto":1,"server":"shimbridged 0.1.0","session":"alice"}'
+hello_line='HELLO {"proto":2,"server":"shimbridged 0.1.0","session":"alice"}'
 perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 
 @test "malformed: unknown frame type (first, and after HELLO) gets ERROR protocol and is closed" {
