@@ -181,6 +181,28 @@ EOF
 	[ "$status" -eq 0 ]
 }
 
+@test "class 2: a shim that never answers, or answers wrongly, loses only its own request" {
+	local out from
+	from=$(sb_fakegh_count)
+	# No answer: cut off after the handshake timeout (10 s), nothing runs.
+	out=$(as sbt-alice timeout 30 "$PY" "$FIXTURES/rawpeer.py" --timeout 20 hello \
+	    'run=["gh","issue","comment","1","-R","octo/repo","--body-file","x.md"]' read read read)
+	[[ $out == *"FILE_REQ x.md"* ]] || { echo "$out" >&2; return 1; }
+	[[ $out == *'ERROR {"code":"protocol","message":"the file arguments did not arrive in time"}'* ]]
+	# More bytes than FILE_END says, and data for a file nobody asked for.
+	out=$(as sbt-alice timeout 30 "$PY" "$FIXTURES/rawpeer.py" --timeout 10 hello \
+	    'run=["gh","issue","comment","1","-R","octo/repo","--body-file","x.md"]' read-hello \
+	    'frame=0x13,abc' 'frame=0x14,{"status":"ok","size":2}' read)
+	[[ $out == *'"code":"protocol"'* ]] || { echo "$out" >&2; return 1; }
+	out=$(as sbt-alice timeout 30 "$PY" "$FIXTURES/rawpeer.py" --timeout 10 hello \
+	    'run=["gh","pr","list","-R","octo/repo"]' 'frame=0x13,unasked' read)
+	[[ $out == *'"code":"protocol"'* ]] || { echo "$out" >&2; return 1; }
+	[ "$(sb_fakegh_count)" -eq "$from" ]
+	# The bridge still serves the session.
+	lk sbt-alice gh api user
+	[ "$status" -eq 0 ]
+}
+
 @test "class 3: another session's tool cannot read alice's child, mirror or the state dir" {
 	leaks_needs jail
 	local pid p
