@@ -503,8 +503,11 @@ gh_files(const char *const words[2], size_t nwords, char *const *argv, size_t ar
 			    !gh_flag(argv[i], gh_file_flags[k].lng, gh_file_flags[k].shrt, &v))
 				continue;
 			if (v == NULL) {
-				if (i + 1 >= argc)
-					break;	/* gh reports the missing value */
+				/* Last: it would take an argument the profile appends (--head). */
+				if (i + 1 >= argc) {
+					xasprintf(why, "%s needs a file name", gh_file_flags[k].lng);
+					return -1;
+				}
 				argi = ++i;
 				off = 0;
 			} else

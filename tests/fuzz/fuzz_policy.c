@@ -20,6 +20,9 @@
  *   - the repository gh acts on (-R/--repo, else GH_REPO from the context) is one
  *     of the session's;
  *   - no --jq / --template (-q, and -t where gh means --template) at all;
+ *   - every value gh would open as a file (--body-file/-F, --recover, gh api --input
+ *     and -F KEY=@PATH) is one the profile listed for fetching from the sandbox, at
+ *     the same argument and offset, so no host path reaches gh;
  *   - gh api: the endpoint contains no "://", the method is GET, request fields
  *     (-f/-F/--input) only with an explicit -X GET, and only Accept: headers.
  * With FUZZ_POLICY_STRICT=1 in the environment, positional repository selectors
@@ -230,6 +233,8 @@ struct fuzz_gh {
 	int		 sends;		/* gh api: -f/-F/--input/--field/--raw-field */
 	int		 bad_header;	/* gh api: a header other than Accept: */
 	int		 format;	/* --jq / --template (-q, and -t where it is --template) */
+	const char	*files[FUZZ_MAX_ARGS + 8];	/* values gh would open as files */
+	size_t		 nfiles;
 	const char	*pos[FUZZ_MAX_ARGS + 8];	/* positional arguments */
 	size_t		 npos;
 };
@@ -356,6 +361,16 @@ fuzz_gh_flag(struct fuzz_gh *m, char shrt, const char *lng, size_t lnglen, const
 	if ((shrt == 'e' && strchr(c->bools, 'e') != NULL) ||
 	    (IS("editor") && fuzz_in_list(c->blongs, "editor", 6)))
 		m->editor |= on;
+	/* Values gh 2.23 opens as files: each must be one the bridge fetches instead. */
+	if (v != NULL && ((fuzz_in_list(c->longs, "body-file", 9) && (shrt == 'F' ||
+	    IS("body-file"))) || IS("recover") || (api && IS("input"))))
+		m->files[m->nfiles++] = v;
+	if (v != NULL && api && (shrt == 'F' || IS("field"))) {
+		const char *eq = strchr(v, '=');
+
+		if (eq != NULL && eq[1] == '@')
+			m->files[m->nfiles++] = eq + 2;
+	}
 	if (shrt == 'q' || IS("jq") || IS("template") ||
 	    (shrt == 't' && fuzz_in_list(c->longs, "template", 8)))
 		m->format = 1;
@@ -494,6 +509,16 @@ fuzz_check_gh(const struct session *s, char *const *argv, size_t argc,
 		return;	/* gh would refuse the line or only print help */
 	if (m.web || m.editor || m.hostname || m.format)
 		abort();
+	/* Every file gh would open is one the bridge fetches from the sandbox ("-" is stdin). */
+	for (i = 0; i < m.nfiles; i++) {
+		size_t k;
+		int found = strcmp(m.files[i], "-") == 0;
+
+		for (k = 0; k < ctx->nfiles && !found; k++)
+			found = argv[ctx->files[k].argi] + ctx->files[k].off == m.files[i];
+		if (!found)
+			abort();
+	}
 	if (m.repo != NULL && !config_session_has_repo(s, m.repo))
 		abort();
 	if (strcmp(m.cmd->cmd, "api") == 0 && m.npos == 1) {

@@ -370,6 +370,9 @@ test_gh_files(void **state)
 	/* -F is no file flag where gh has none (pr list has no -F). */
 	assert_false(GH("issue", "comment", "1", "--body-file", ""));
 	policy_ctx_free(&ctx);
+	/* Last, it would take the --head the profile appends as its file (fuzz_policy). */
+	assert_false(GH("pr", "create", "-t", "x", "-F"));
+	policy_ctx_free(&ctx);
 	assert_false(GH("pr", "comment", "1", "-F", "1", "-F", "2", "-F", "3", "-F", "4", "-F",
 	    "5", "-F", "6", "-F", "7", "-F", "8", "-F", "9"));
 	policy_ctx_free(&ctx);
