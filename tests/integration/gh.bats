@@ -474,3 +474,27 @@ for f in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") +
 	assert_log "$m"
 	tail -n 1 "$FAKEGH_LOG" | grep -q '"path": *"/api/v3/repos/octo/repo/issues?state=all"'
 }
+
+@test "gh pr create --body-file PR.md in the sandbox repo posts the agent's file" {
+	local m
+	as sbt-alice sh -c 'printf "## Summary\nBody from the agent'"'"'s PR.md\n" >repo/PR.md'
+	m=$(sb_fakegh_count)
+	ghin repo pr create --title "Body from a file" --body-file PR.md
+	as sbt-alice rm -f repo/PR.md
+	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
+	assert_log "$m" PullRequestCreate
+	"$PY" - "$FAKEGH_LOG" "$m" <<'PYEOF'
+import json, sys
+for line in open(sys.argv[1]).read().splitlines()[int(sys.argv[2]):]:
+    e = json.loads(line)
+    if e.get("graphql") == "PullRequestCreate":
+        body = json.loads(e["body"])["variables"]["input"]["body"]
+        if body != "## Summary\nBody from the agent's PR.md\n":
+            sys.exit("body is %r" % body)
+        break
+else:
+    sys.exit("no PullRequestCreate logged")
+PYEOF
+	# The audit line keeps the agent's argument; gh read the bridge's copy.
+	sb_audit_last '"Body from a file"' | grep -q '"--body-file","PR.md"'
+}
