@@ -479,7 +479,7 @@ for f in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") +
 	local m
 	as sbt-alice sh -c 'printf "## Summary\nBody from the agent'"'"'s PR.md\n" >repo/PR.md'
 	m=$(sb_fakegh_count)
-	ghin repo pr create --title "Body from a file" --body-file PR.md
+	ghin repo pr create --title "Body from a file" --head body-file-branch --body-file PR.md
 	as sbt-alice rm -f repo/PR.md
 	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
 	assert_log "$m" PullRequestCreate
