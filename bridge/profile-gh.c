@@ -448,9 +448,9 @@ gh_format(const char *const words[2], size_t nwords, const char *a, char **rule,
 			continue;
 		xasprintf(rule, "profile gh: %s", gh_format_flags[k].lng);
 		xasprintf(why, "%s/%s is refused on every gh command: %s run inside gh on the "
-		    "host, where they can read gh's environment. Use --json FIELDS and pipe "
-		    "the output to jq in the sandbox, e.g. gh pr list --json number,title | "
-		    "jq -r '.[].title'", gh_format_flags[k].lng, shrt, gh_format_flags[k].what);
+		    "host, where they can read gh's environment. Use --json FIELDS (gh api "
+		    "prints JSON already) and pipe the output to jq in the sandbox, e.g. gh pr "
+		    "list --json number,title | jq -r '.[].title'", gh_format_flags[k].lng, shrt, gh_format_flags[k].what);
 		return -1;
 	}
 	return 0;
