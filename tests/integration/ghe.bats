@@ -67,7 +67,12 @@ teardown_file() {
 	sb_stop || rc=$?
 	sb_fakegh_stop
 	[ -n "${SB_DIR:-}" ] && rm -rf "$SB_DIR"
+	sb_reap_suite
 	return "$rc"
+}
+
+teardown() {
+	sb_reap
 }
 
 @test "the documented GHE config passes --check as it is" {

@@ -19,7 +19,7 @@
 bats_require_minimum_version 1.5.0
 load lib
 
-FIXTURES="$BATS_TEST_DIRNAME/../fixtures"
+FIXTURES=$SB_FIXTURES
 LEAKS_PENDING=${LEAKS_PENDING-jail}
 
 # Skip (saying why) when a test needs a feature listed in LEAKS_PENDING.
@@ -37,7 +37,6 @@ setup_file() {
 	T=$SB_DIR/t
 	mkdir -m 700 "$T"
 	: >"$T/sandbox.out"
-	: >"$T/bg.pids"
 	export T
 	TOKEN="ghe_lk$(od -An -N18 -tx1 /dev/urandom | tr -d ' \n')"
 	export TOKEN
@@ -73,15 +72,17 @@ EOF
 }
 
 teardown_file() {
-	local rc=0 p
-	if [ -n "${T:-}" ] && [ -s "$T/bg.pids" ]; then
-		while read -r p; do kill -KILL "$p" 2>/dev/null || true; done <"$T/bg.pids"
-	fi
+	local rc=0
 	sb_stop || rc=$?
 	sb_fakegh_stop
 	[ -n "${SB_DIR:-}" ] && rm -rf "$SB_DIR"
 	as sbt-alice rm -f PR.md 2>/dev/null || true
+	sb_reap_suite
 	return "$rc"
+}
+
+teardown() {
+	sb_reap
 }
 
 # lk USER ARGS... — run a sandbox command as USER from its home; sets status/output
@@ -207,8 +208,7 @@ EOF
 	leaks_needs jail
 	local pid p
 	# alice's gh waits 6 s before running: its environment holds the token meanwhile.
-	as sbt-alice slowgh api user >/dev/null 2>&1 &
-	echo $! >>"$T/bg.pids"
+	sb_bg as sbt-alice slowgh api user </dev/null >/dev/null 2>&1
 	sb_wait_for 5 pgrep -u "$SB_RUNNER" -f slowgh >/dev/null
 	pid=$(pgrep -u "$SB_RUNNER" -f slowgh | head -n 1)
 	[ -n "$pid" ]
