@@ -80,7 +80,8 @@ teardown() {
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	[[ $output == *": ok"* ]]
 	# The documented config carries no env workaround: ca_file alone does the TLS.
-	! grep -q SSL_CERT_FILE "$SB_CONFIG"
+	run grep -c SSL_CERT_FILE "$SB_CONFIG"
+	[ "$output" = 0 ]
 	grep -q '"GH_ENTERPRISE_TOKEN"' "$SB_CONFIG"
 }
 

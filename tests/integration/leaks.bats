@@ -138,7 +138,10 @@ EOF
 	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
 	# What was posted is the sandbox's environment (the shim's), never gh's.
 	since "$from" | grep -q 'SHIMBRIDGE_SOCKET='
-	! since "$from" | grep -q 'GH_ENTERPRISE_TOKEN\|GH_CONFIG_DIR'
+	if since "$from" | grep -q 'GH_ENTERPRISE_TOKEN\|GH_CONFIG_DIR'; then
+		echo "gh's own environment was posted" >&2
+		return 1
+	fi
 	no_leak
 }
 
@@ -234,6 +237,7 @@ EOF
 		lk sbt-alice gh issue view "$n" -R octo/repo
 		lk sbt-alice gh issue view "$n" -R octo/repo --json body
 	fi
+	# shellcheck disable=SC2016 # a jq expression, not shell
 	lk sbt-alice gh api user --jq '$ENV.GH_ENTERPRISE_TOKEN | explode | map(. + 1) | implode'
 	lk sbt-alice gh api -X GET repos/octo/repo/issues -F state=all
 	# Everything any sandbox saw in this file, and every request minus Authorization.
