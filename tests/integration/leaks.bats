@@ -171,13 +171,17 @@ EOF
 		for f in b1 b2 b3 b4 b5; do head -c 900000 /dev/zero | tr "\0" y >$f; done'
 	# A FIFO must neither block the shim nor be read.
 	lk sbt-alice gh issue comment 1 -R octo/repo --body-file fifo
-	[ "$status" -eq 126 ] && [[ $output == *"not a regular file"* ]]
+	[ "$status" -eq 126 ]
+	[[ $output == *"not a regular file"* ]]
 	lk sbt-alice gh issue comment 1 -R octo/repo --body-file adir
-	[ "$status" -eq 126 ] && [[ $output == *"not a regular file"* ]]
+	[ "$status" -eq 126 ]
+	[[ $output == *"not a regular file"* ]]
 	lk sbt-alice gh issue comment 1 -R octo/repo --body-file big
-	[ "$status" -eq 126 ] && [[ $output == *"larger than the bridge takes"* ]]
+	[ "$status" -eq 126 ]
+	[[ $output == *"larger than the bridge takes"* ]]
 	lk sbt-alice gh issue create -R octo/repo -t x -F b1 --recover b2 -F b3 -F b4 -F b5
-	[ "$status" -eq 126 ] && [[ $output == *"larger than the bridge takes"* ]]
+	[ "$status" -eq 126 ]
+	[[ $output == *"larger than the bridge takes"* ]]
 	[ "$(sb_fakegh_count)" -eq "$from" ]
 	as sbt-alice rm -rf fifo big adir b1 b2 b3 b4 b5
 }
