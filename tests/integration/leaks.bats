@@ -234,7 +234,8 @@ EOF
 	leaks_needs jail
 	local pid p
 	# alice's gh waits 6 s before running: its environment holds the token meanwhile.
-	sb_bg as sbt-alice slowgh api user </dev/null >/dev/null 2>&1
+	sb_bg runuser -u sbt-alice -- env -i HOME=/home/sbt-alice PATH="$SB_DIR/bin:/usr/bin:/bin" \
+	    SHIMBRIDGE_SOCKET="$SB_SOCK" LANG=C.UTF-8 slowgh api user </dev/null >/dev/null 2>&1
 	sb_wait_for 5 pgrep -u "$SB_RUNNER" -f slowgh >/dev/null
 	pid=$(pgrep -u "$SB_RUNNER" -f slowgh | head -n 1)
 	[ -n "$pid" ]
