@@ -29,6 +29,7 @@
 #include "keyring.h"
 #include "platform.h"
 #include "secret.h"
+#include "profile.h"
 #include "store.h"
 #include "util.h"
 
@@ -312,7 +313,7 @@ check_tools(const struct config *c)
 	for (i = 0; i < c->ntools; i++) {
 		xasprintf(&what, "tool %s", c->tools[i].name);
 		check_exec(what, c->tools[i].path, c,
-		    c->tools[i].profile == PROFILE_GH || strcmp(c->tools[i].name, "gh") == 0 ||
+		    c->tools[i].profile == &profile_gh || strcmp(c->tools[i].name, "gh") == 0 ||
 		    strcmp(c->tools[i].name, "git") == 0);
 		free(what);
 	}
@@ -420,11 +421,14 @@ check_seen(struct check_probe **v, size_t *n, const struct secret_src *src, cons
 	return 0;
 }
 
-/* A tool's SSL_CERT_FILE from its env, else the caller's; NULL for the system CAs. */
+/* A tool's ca_file, else SSL_CERT_FILE from its env, else the caller's; NULL: system CAs. */
 static const char *
 check_ca_file(const struct tool *t)
 {
 	size_t i;
+
+	if (t != NULL && t->ca_file != NULL)
+		return t->ca_file;
 
 	for (i = 0; t != NULL && i < t->nenv; i++) {
 		if (strcmp(t->env[i].name, "SSL_CERT_FILE") == 0)
@@ -551,7 +555,7 @@ check_auth(const struct config *c, struct keyring *kr)
 		const struct tool *t = &c->tools[i];
 		const char *host = t->host != NULL ? t->host : "github.com";
 
-		if (t->profile != PROFILE_GH)
+		if (t->profile != &profile_gh)
 			continue;
 		if (strcmp(host, "github.com") == 0)
 			url = xstrdup("https://api.github.com/user");

@@ -23,7 +23,7 @@
 #include <sodium.h>
 
 #include "config.h"
-#include "gh.h"
+#include "profile.h"
 #include "proto.h"
 #include "keyring.h"
 #include "secret.h"
@@ -341,12 +341,36 @@ get_exec_path(struct loader *l, json_t *obj, const char *where, const char *key,
 	return 0;
 }
 
+/* An optional CA bundle path ("ca_file"): absolute, a regular file. */
+static int
+get_ca_file(struct loader *l, json_t *obj, const char *where, char **out)
+{
+	struct stat st;
+	char *w;
+	int rc = -1;
+
+	if (get_str(l, obj, where, "ca_file", out) != 0)
+		return -1;
+	if (*out == NULL)
+		return 0;
+	w = at(where, "ca_file");
+	if ((*out)[0] != '/')
+		lerr(l, w, "must be an absolute path to a PEM CA bundle");
+	else if (stat(*out, &st) != 0 || !S_ISREG(st.st_mode))
+		lerr(l, w, "%s is not a readable file (a PEM bundle of the CA that signed "
+		    "the host's certificate)", *out);
+	else
+		rc = 0;
+	free(w);
+	return rc;
+}
+
 /* Parse one tool. */
 static int
 parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 {
 	static const char *const keys[] = { "path", "profile", "cwd", "rules", "deny_args",
-	    "env", "secrets", "timeout", "output_limit", "help", "host", NULL };
+	    "env", "secrets", "timeout", "output_limit", "help", "host", "ca_file", NULL };
 	char *where = at("tools", name), *s = NULL, *w = NULL;
 	long long v;
 	json_t *rules, *e, *env;
@@ -375,12 +399,9 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 	}
 	if (get_str(l, obj, where, "profile", &s) != 0)
 		goto out;
-	if (s == NULL || strcmp(s, "generic") == 0)
-		t->profile = PROFILE_GENERIC;
-	else if (strcmp(s, "gh") == 0)
-		t->profile = PROFILE_GH;
-	else {
-		lerr(l, where, "profile must be \"generic\" or \"gh\"");
+	t->profile = s == NULL ? profile_generic() : profile_find(s);
+	if (t->profile == NULL) {
+		lerr(l, where, "profile must be one of %s", profile_names());
 		goto out;
 	}
 	free(s);
@@ -404,12 +425,18 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 		goto out;
 	t->output_limit = (uint64_t)v;
 	if (get_str(l, obj, where, "help", &t->help) != 0 ||
-	    get_str(l, obj, where, "host", &t->host) != 0)
+	    get_str(l, obj, where, "host", &t->host) != 0 ||
+	    get_ca_file(l, obj, where, &t->ca_file) != 0)
 		goto out;
-	if (t->host != NULL && t->profile != PROFILE_GH) {
+	if (t->host != NULL && !(t->profile->keys & PROFILE_KEY_HOST)) {
 		lerr(l, where, "\"host\" is for tools with the gh profile");
 		goto out;
 	}
+	if (t->ca_file != NULL && !(t->profile->keys & PROFILE_KEY_CA_FILE)) {
+		lerr(l, where, "\"ca_file\" is for tools with the gh profile");
+		goto out;
+	}
+
 	if (get_strv(l, obj, where, "deny_args", 256, &t->deny_args, &t->ndeny_args) != 0)
 		goto out;
 
@@ -431,8 +458,8 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 		}
 		free(w);
 		w = NULL;
-	} else if (t->profile == PROFILE_GH)
-		gh_default_rules(t);
+	} else
+		profile_default_rules(t);
 
 	env = json_object_get(obj, "env");
 	if (env != NULL) {
@@ -468,10 +495,17 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 				lerr(l, w, "%s: expected a variable name mapped to a secret name", k);
 				goto out;
 			}
-			if (t->profile == PROFILE_GH && strcmp(k, "GH_TOKEN") != 0 &&
-			    strcmp(k, "GH_ENTERPRISE_TOKEN") != 0) {
-				lerr(l, w, "%s: the gh profile passes its token only as GH_TOKEN "
-				    "(github.com) or GH_ENTERPRISE_TOKEN (other hosts)", k);
+			/* The host decides the variable: gh ignores any other. */
+			if (t->profile->secret_var != NULL && strcmp(k,
+			    t->profile->secret_var(profile_host(t))) != 0) {
+				const char *want = t->profile->secret_var(profile_host(t));
+
+				lerr(l, w, "%s is the wrong variable for host %s: %s reads its "
+				    "token from %s there (GH_TOKEN for github.com, "
+				    "GH_ENTERPRISE_TOKEN for any other host) and would send no "
+				    "token. Fix: \"secrets\": {\"%s\": \"%s\"}", k,
+				    profile_host(t), t->profile->name, want, want,
+				    json_string_value(e));
 				goto out;
 			}
 			t->secrets[t->nsecrets].var = xstrdup(k);
@@ -667,7 +701,7 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 	static const char *const keys[] = { "path", "helper", "hosts", "protected_branches",
 	    "ff_only_branches", "no_push_branches", "protected_tags", "deny_paths", "timeout",
 	    NULL };
-	static const char *const hkeys[] = { "upstream", "secret", "username", NULL };
+	static const char *const hkeys[] = { "upstream", "secret", "username", "ca_file", NULL };
 	json_t *hosts, *h;
 	const char *k, *ffkey = "ff_only_branches";
 	long long v = c->git_timeout;
@@ -715,7 +749,8 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 		bad = !json_is_object(h) || check_keys(l, h, w, hkeys) != 0 ||
 		    get_str(l, h, w, "upstream", &gh->upstream) != 0 ||
 		    get_str(l, h, w, "secret", &gh->secret) != 0 ||
-		    get_str(l, h, w, "username", &gh->username) != 0;
+		    get_str(l, h, w, "username", &gh->username) != 0 ||
+		    get_ca_file(l, h, w, &gh->ca_file) != 0;
 		if (!bad && (gh->upstream == NULL || (strncmp(gh->upstream, "https://", 8) != 0 &&
 		    strncmp(gh->upstream, "http://", 7) != 0)))
 			bad = lerr(l, w, "\"upstream\" must be an http:// or https:// base URL");
@@ -994,6 +1029,16 @@ config_crosscheck(struct loader *l, struct config *c)
 			return lerr(l, "git.hosts", "%s uses secret %s, which is not defined",
 			    c->git_hosts[i].name, c->git_hosts[i].secret);
 	}
+	/* The runner (the tool) reads a tool's CA bundle itself. */
+	for (i = 0; i < c->ntools; i++) {
+		struct stat st;
+
+		if (c->tools[i].ca_file != NULL && stat(c->tools[i].ca_file, &st) == 0 &&
+		    (st.st_mode & S_IROTH) == 0)
+			config_warn(c, "tools.%s.ca_file: %s is not world-readable; the runner "
+			    "cannot read it (chmod 644: a CA bundle holds no secret)",
+			    c->tools[i].name, c->tools[i].ca_file);
+	}
 	for (i = 0; i < c->nsessions; i++) {
 		struct session *s = &c->sessions[i];
 
@@ -1162,6 +1207,7 @@ config_unref(struct config *c)
 		free(t->path);
 		free(t->help);
 		free(t->host);
+		free(t->ca_file);
 	}
 	free(c->tools);
 	for (i = 0; i < c->nsecrets; i++)
@@ -1186,6 +1232,7 @@ config_unref(struct config *c)
 		free(c->git_hosts[i].upstream);
 		free(c->git_hosts[i].secret);
 		free(c->git_hosts[i].username);
+		free(c->git_hosts[i].ca_file);
 	}
 	free(c->git_hosts);
 	free_strv(c->protected_branches, c->nprotected_branches);

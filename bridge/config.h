@@ -10,16 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct profile;
 struct secret_src;
 
 enum cwd_mode {
 	CWD_SCRATCH,		/* fresh private empty directory per run */
 	CWD_WORKSPACE,		/* the shim's cwd, only inside the session workspace */
-};
-
-enum tool_profile {
-	PROFILE_GENERIC,	/* argv rules only */
-	PROFILE_GH,		/* GitHub CLI: extra checks, repository context */
 };
 
 struct rule {
@@ -43,7 +39,7 @@ struct secret_ref {
 struct tool {
 	char		 *name;
 	char		 *path;		/* absolute */
-	enum tool_profile profile;
+	const struct profile *profile;	/* profile.h; never NULL once loaded */
 	enum cwd_mode	  cwd;
 	struct rule	 *rules;
 	size_t		  nrules;
@@ -56,7 +52,13 @@ struct tool {
 	int		  timeout;	/* seconds, wall clock */
 	uint64_t	  output_limit;	/* bytes of stdout+stderr */
 	char		 *help;		/* one line for "what you may run" */
-	char		 *host;		/* gh profile: the GitHub host gh talks to */
+	char		 *host;		/* gh profile: the GitHub host gh talks to (NULL: github.com) */
+	/*
+	 * CA bundle (PEM) to verify the host's TLS certificate with, instead of the
+	 * system CAs (GitHub Enterprise Server with a private CA, tests). Used by the
+	 * tool itself (gh: SSL_CERT_FILE) and by the bridge's HTTP injector. NULL: system CAs.
+	 */
+	char		 *ca_file;
 };
 
 struct git_host {
@@ -64,6 +66,7 @@ struct git_host {
 	char		*upstream;	/* base URL the bridge talks to */
 	char		*secret;
 	char		*username;
+	char		*ca_file;	/* CA bundle for upstream TLS (git and the injector); NULL: system CAs */
 };
 
 struct session {

@@ -23,6 +23,7 @@
 #include "audit.h"
 #include "config.h"
 #include "conn.h"
+#include "filereq.h"
 #include "job.h"
 #include "keyring.h"
 #include "log.h"
@@ -39,6 +40,7 @@
 #define PEER_OUT_LOW	(64 * 1024)	/* resume below this */
 #define STDIN_HIGH	(256 * 1024)	/* stop reading the peer above this */
 #define CLOSE_TIMEOUT	10		/* seconds to deliver the final frame */
+#define FILES_STDIN_MAX	(1024 * 1024)	/* stdin held while file arguments arrive */
 
 static void	conn_read_frames(struct conn *);
 static void	conn_check_done(struct conn *);
@@ -47,7 +49,8 @@ static void	conn_check_done(struct conn *);
 static const char *
 conn_state_name(enum conn_state s)
 {
-	static const char *names[] = { "hello", "request", "running", "closing", "dead" };
+	static const char *names[] = { "hello", "request", "files", "running", "closing",
+	    "dead" };
 
 	return names[s];
 }
@@ -63,6 +66,10 @@ conn_set_state(struct conn *c, enum conn_state to)
 		ok = to == CONN_REQUEST || to == CONN_CLOSING || to == CONN_DEAD;
 		break;
 	case CONN_REQUEST:
+		ok = to == CONN_FILES || to == CONN_RUNNING || to == CONN_CLOSING ||
+		    to == CONN_DEAD;
+		break;
+	case CONN_FILES:
 		ok = to == CONN_RUNNING || to == CONN_CLOSING || to == CONN_DEAD;
 		break;
 	case CONN_RUNNING:
@@ -246,6 +253,13 @@ conn_free(struct conn *c)
 	c->srv->nconns--;
 	/* A child still running has its whole group killed; the reaper finds no job. */
 	job_free(c->job);
+	if (c->files != NULL) {
+		filereq_free(c->files);
+		if (c->files_abandon != NULL)
+			c->files_abandon(c->files_arg);
+	}
+	if (c->early_in != NULL)
+		evbuffer_free(c->early_in);
 	if (c->bev != NULL)
 		bufferevent_free(c->bev);
 	event_free(c->timer);
@@ -460,6 +474,137 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 	return 0;
 }
 
+/* Ask the peer for the request's file arguments, then wait in CONN_FILES. */
+void
+conn_fetch_files(struct conn *c, struct filereq *fr,
+    void (*done)(struct conn *, void *, char *const *), void (*abandon)(void *), void *arg)
+{
+	size_t i;
+
+	c->files = fr;
+	c->files_done = done;
+	c->files_abandon = abandon;
+	c->files_arg = arg;
+	c->early_in = evbuffer_new();
+	if (c->early_in == NULL)
+		fatalx("evbuffer_new");
+	for (i = 0; i < filereq_count(fr); i++) {
+		const char *p = filereq_path(fr, i);
+
+		conn_send(c, FRAME_FILE_REQ, p, strlen(p));
+	}
+	conn_set_state(c, CONN_FILES);
+	conn_timer(c, c->cfg->handshake_timeout);
+}
+
+/* Every file arrived: let the op start its child, then hand it what was held. */
+static void
+conn_files_finish(struct conn *c)
+{
+	struct filereq *fr = c->files;
+	void *arg = c->files_arg;
+	size_t n;
+
+	evtimer_del(c->timer);
+	c->files = NULL;
+	c->files_arg = NULL;
+	c->files_done(c, arg, filereq_copies(fr));	/* arg transferred */
+	filereq_free(fr);
+	if (c->state == CONN_RUNNING && c->job != NULL) {
+		if ((n = evbuffer_get_length(c->early_in)) > 0)
+			job_stdin(c->job, c->early_in, n);
+		if (c->early_eof)
+			job_stdin_eof(c->job);
+		if (c->early_sig != 0)
+			job_kill(c->job, c->early_sig);
+	}
+	evbuffer_free(c->early_in);
+	c->early_in = NULL;
+}
+
+/* The signal a SIGNAL frame names, if a terminal could send it; else -1. */
+static int
+conn_frame_signal(struct evbuffer *in, uint32_t len)
+{
+	char tmp[FRAME_SMALL_MAX + 1];
+	json_t *j, *v;
+	int sig;
+
+	evbuffer_remove(in, tmp, len);
+	tmp[len] = '\0';
+	j = json_loadb(tmp, len, JSON_REJECT_DUPLICATES, NULL);
+	v = j != NULL ? json_object_get(j, "signal") : NULL;
+	sig = json_is_string(v) ? proto_signum(json_string_value(v)) : -1;
+	json_decref(j);
+	/* Only what a terminal could send; never KILL, STOP or QUIT (core dumps). */
+	if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP && sig != SIGPIPE &&
+	    sig != SIGWINCH)
+		return -1;
+	return sig;
+}
+
+/* A frame while file arguments arrive; -1 for a protocol error. */
+static int
+conn_on_files_frame(struct conn *c, uint8_t type, struct evbuffer *in, uint32_t len)
+{
+	char *msg = NULL;
+	json_t *j;
+	int sig;
+
+	switch (type) {
+	case FRAME_FILE_DATA:
+	case FRAME_FILE_END:
+		switch (filereq_frame(c->files, type, evbuffer_pullup(in, len), len, &msg)) {
+		case FILEREQ_MORE:
+			evbuffer_drain(in, len);
+			break;
+		case FILEREQ_DONE:
+			evbuffer_drain(in, len);
+			conn_files_finish(c);
+			break;
+		case FILEREQ_REFUSED:
+			evbuffer_drain(in, len);
+			conn_deny(c, ERR_DENIED, "file argument unavailable", msg);
+			break;
+		case FILEREQ_BAD:
+			evbuffer_drain(in, len);
+			conn_protocol_error(c, msg);
+			break;
+		}
+		free(msg);
+		return 0;
+	case FRAME_STDIN:
+		c->bytes_in += len;
+		if (len == 0)
+			c->early_eof = 1;
+		else if (c->early_eof)
+			evbuffer_drain(in, len);
+		else if (evbuffer_get_length(c->early_in) + len > FILES_STDIN_MAX) {
+			evbuffer_drain(in, len);
+			conn_deny(c, ERR_DENIED, "stdin before the file arguments", "more than "
+			    "1 MiB of stdin arrived before the command's file arguments were "
+			    "read. Nothing was run; pass the data in a file instead.");
+		} else
+			evbuffer_remove_buffer(in, c->early_in, len);
+		return 0;
+	case FRAME_SIGNAL:
+		if ((sig = conn_frame_signal(in, len)) < 0)
+			return -1;
+		if (sig != SIGWINCH && sig != SIGPIPE)
+			c->early_sig = sig;
+		return 0;
+	case FRAME_WINSIZE:
+		j = json_loadb((char *)evbuffer_pullup(in, len), len, JSON_REJECT_DUPLICATES, NULL);
+		sig = j != NULL && json_is_integer(json_object_get(j, "rows")) &&
+		    json_is_integer(json_object_get(j, "cols"));
+		json_decref(j);
+		evbuffer_drain(in, len);
+		return sig ? 0 : -1;
+	default:
+		return -1;
+	}
+}
+
 /* A REQUEST frame arrived: parse it and hand it to its op. */
 static void
 conn_on_request(struct conn *c, const char *buf, size_t len)
@@ -552,15 +697,7 @@ conn_on_running_frame(struct conn *c, uint8_t type, struct evbuffer *in, uint32_
 		}
 		return 0;
 	case FRAME_SIGNAL:
-		evbuffer_remove(in, tmp, len);
-		tmp[len] = '\0';
-		j = json_loadb(tmp, len, JSON_REJECT_DUPLICATES, NULL);
-		v = j != NULL ? json_object_get(j, "signal") : NULL;
-		sig = json_is_string(v) ? proto_signum(json_string_value(v)) : -1;
-		json_decref(j);
-		/* Only what a terminal could send; never KILL, STOP or QUIT (core dumps). */
-		if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP && sig != SIGPIPE &&
-		    sig != SIGWINCH)
+		if ((sig = conn_frame_signal(in, len)) < 0)
 			return -1;
 		job_kill(c->job, sig);
 		return 0;
@@ -591,7 +728,7 @@ conn_read_frames(struct conn *c)
 		return;
 	in = bufferevent_get_input(c->bev);
 	while (!c->peer_paused && (c->state == CONN_HELLO || c->state == CONN_REQUEST ||
-	    c->state == CONN_RUNNING)) {
+	    c->state == CONN_FILES || c->state == CONN_RUNNING)) {
 		if (evbuffer_get_length(in) < FRAME_HDR)
 			return;
 		evbuffer_copyout(in, hdr, FRAME_HDR);
@@ -617,6 +754,12 @@ conn_read_frames(struct conn *c)
 			conn_on_request(c, (char *)evbuffer_pullup(in, len), len);
 			if (c->state != CONN_DEAD && c->bev != NULL)
 				evbuffer_drain(in, len);
+		} else if (c->state == CONN_FILES) {
+			if (conn_on_files_frame(c, type, in, len) != 0) {
+				conn_protocol_error(c, "unexpected or malformed frame while the "
+				    "file arguments arrive");
+				return;
+			}
 		} else if (conn_on_running_frame(c, type, in, len) != 0) {
 			conn_protocol_error(c, "unexpected or malformed frame while running");
 			return;
@@ -684,6 +827,9 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 	case CONN_HELLO:
 	case CONN_REQUEST:
 		conn_protocol_error(c, "handshake timed out");
+		break;
+	case CONN_FILES:
+		conn_protocol_error(c, "the file arguments did not arrive in time");
 		break;
 	case CONN_RUNNING:
 		if (job_state(c->job) != JOB_RUNNING)

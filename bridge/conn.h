@@ -3,7 +3,7 @@
  * child (a job). The op handlers (op-*.c) fill in a request and call
  * conn_start; every refusal goes through conn_deny or conn_protocol_error.
  *
- *   CONN_HELLO -> CONN_REQUEST -> CONN_RUNNING -> CONN_CLOSING -> CONN_DEAD
+ *   CONN_HELLO -> CONN_REQUEST [-> CONN_FILES] -> CONN_RUNNING -> CONN_CLOSING -> CONN_DEAD
  *   (any live state may go to CONN_CLOSING or CONN_DEAD; transitions asserted)
  *
  * A request is finished only when its job is JOB_CLOSED (reaped AND drained).
@@ -25,6 +25,8 @@ struct bufferevent;
 struct config;
 struct envbuild;
 struct event;
+struct evbuffer;
+struct filereq;
 struct job;
 struct op;
 struct redact;
@@ -34,6 +36,7 @@ struct session;
 enum conn_state {
 	CONN_HELLO,	/* accepted; waiting for the client's HELLO */
 	CONN_REQUEST,	/* HELLO answered; waiting for the REQUEST */
+	CONN_FILES,	/* allowed; fetching its file arguments from the peer (FILE_REQ) */
 	CONN_RUNNING,	/* child started; relaying stdio until reaped and drained */
 	CONN_CLOSING,	/* final frame queued; close once written (or timed out) */
 	CONN_DEAD,	/* freed from a zero-timeout event; touch nothing */
@@ -81,6 +84,14 @@ struct conn {
 	int			 child_fd3;	/* > 2: conn_start gives it to the child as fd 3 */
 	void			*op_state;	/* the op's own state for this request, or NULL */
 	void			(*op_state_free)(void *);	/* ...freed with the conn */
+	/* CONN_FILES: the file exchange and the op waiting for it (conn_fetch_files). */
+	struct filereq		*files;
+	void			(*files_done)(struct conn *, void *, char *const *);
+	void			(*files_abandon)(void *);
+	void			*files_arg;
+	struct evbuffer		*early_in;	/* stdin that came before the child */
+	int			 early_eof;
+	int			 early_sig;	/* a signal that came before the child */
 	size_t			 close_left;	/* output still queued at the last close check */
 };
 
@@ -130,6 +141,19 @@ const struct redact *conn_redact(const struct conn *);
  */
 int		 conn_start(struct conn *, const char *path, char *const *argv,
 		    struct envbuild *, int cwd_fd, const char *cwd, int timeout);
+/*
+ * Fetch an allowed request's file arguments from the peer before its child starts
+ * (docs/PROTOCOL.md "File arguments"): fr (transferred) names them; one FILE_REQ
+ * each goes out and the conn enters CONN_FILES, bounded by the handshake timeout.
+ * Once every file is stored, done(c, arg, copies) runs: it owns arg from then on
+ * and must start the child (conn_start) or end the request. If the request ends
+ * first (a file refused, a protocol error, a timeout, the peer gone), abandon(arg)
+ * frees the op's state instead. Stdin and signals that arrive meanwhile are held
+ * and handed to the child.
+ */
+void		 conn_fetch_files(struct conn *, struct filereq *,
+		    void (*done)(struct conn *, void *, char *const *),
+		    void (*abandon)(void *), void *arg);
 /* Seconds since the request started. */
 double		 conn_elapsed(const struct conn *);
 

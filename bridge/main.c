@@ -8,8 +8,8 @@
 #include <sodium.h>
 
 #include "config.h"
-#include "gh.h"
 #include "hygiene.h"
+#include "profile.h"
 #include "log.h"
 #include "proto.h"
 #include "keyring.h"
@@ -159,9 +159,9 @@ main(int argc, char **argv)
 		for (i = 0; i < cfg->ntools; i++) {
 			char *w;
 
-			if (cfg->tools[i].profile != PROFILE_GH)
+			if (cfg->tools[i].profile->version_warning == NULL)
 				continue;
-			if ((w = gh_version_warning(cfg->tools[i].path)) != NULL) {
+			if ((w = cfg->tools[i].profile->version_warning(cfg->tools[i].path)) != NULL) {
 				fprintf(stderr, "shimbridged: warning: %s\n", w);
 				free(w);
 			}

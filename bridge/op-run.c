@@ -14,10 +14,11 @@
 #include "audit.h"
 #include "config.h"
 #include "conn.h"
-#include "gh.h"
+#include "filereq.h"
 #include "keyring.h"
 #include "ops.h"
 #include "policy.h"
+#include "profile.h"
 #include "proto.h"
 #include "redact.h"
 #include "request.h"
@@ -79,7 +80,94 @@ op_run_env(struct conn *c, const struct tool *t, json_t *env, char **cause)
 	return e;
 }
 
-/* op "run": policy, environment, cwd, spawn. */
+/* A run waiting for its file arguments (conn_fetch_files). */
+struct op_run_wait {
+	const struct tool	 *t;		/* in c->cfg, which the conn holds */
+	char			**argv;		/* argv[0] is the tool name; NULL-terminated */
+	size_t			  argc;		/* the agent's arguments, before the additions */
+	struct policy_ctx	  pc;		/* outputs only: repository, extra, files */
+	json_t			 *env;		/* the request's env, or NULL */
+	int			  cwd_fd;
+};
+
+/* Free argv (NULL-terminated). */
+static void
+op_run_argv_free(char **argv)
+{
+	size_t i;
+
+	if (argv == NULL)
+		return;
+	for (i = 0; argv[i] != NULL; i++)
+		free(argv[i]);
+	free(argv);
+}
+
+/* Free a waiting run (the request ended before its files arrived). */
+static void
+op_run_wait_free(void *arg)
+{
+	struct op_run_wait *w = arg;
+
+	if (w->cwd_fd >= 0)
+		close(w->cwd_fd);
+	op_run_argv_free(w->argv);
+	policy_ctx_free(&w->pc);
+	json_decref(w->env);
+	free(w);
+}
+
+/* Environment, redaction, audit and spawn: the part after policy and files. */
+static void
+op_run_start(struct conn *c, const struct tool *t, char **argv, const struct policy_ctx *pc,
+    json_t *jenv, int cwd_fd)
+{
+	struct envbuild *env = NULL;
+	char *cause = NULL;
+
+	if ((env = op_run_env(c, t, jenv, &cause)) == NULL) {
+		conn_deny(c, ERR_UNAVAILABLE, "secret unavailable", cause);
+		goto out;
+	}
+	profile_env(t, c->scratch, pc, env);
+	c->output_limit = t->output_limit;
+	/*
+	 * Both streams go through the redactor of every live secret of every session.
+	 * A tool given no secret is no exception: it runs as the same runner as
+	 * children that hold one and could read theirs (/proc/PID/environ).
+	 */
+	c->red_out = conn_redactor(c);
+	c->red_err = conn_redactor(c);
+	if (c->red_out == NULL || c->red_err == NULL) {
+		conn_deny(c, ERR_INTERNAL, "redactor", "the bridge could not set up output "
+		    "redaction; nothing was run. Tell the operator.");
+		goto out;
+	}
+	c->srv->n_allowed++;
+	{
+		json_t *a = conn_audit_base(c, "allowed");
+
+		audit_write(a, conn_redact(c));
+	}
+	conn_start(c, t->path, argv, env, cwd_fd,
+	    t->cwd == CWD_SCRATCH ? c->scratch : NULL, t->timeout);
+out:
+	envbuild_free(env);
+	free(cause);
+}
+
+/* Every file argument arrived: point argv at the copies and start. */
+static void
+op_run_files_done(struct conn *c, void *arg, char *const *copies)
+{
+	struct op_run_wait *w = arg;
+
+	profile_files_apply(w->argv + 1, w->argc, &w->pc, copies);
+	op_run_start(c, w->t, w->argv, &w->pc, w->env, w->cwd_fd);
+	op_run_wait_free(w);
+}
+
+/* op "run": policy, cwd, file arguments, then environment and spawn. */
 void
 op_run(struct conn *c, json_t *req)
 {
@@ -87,7 +175,8 @@ op_run(struct conn *c, json_t *req)
 	const struct tool *t;
 	struct policy_result pr;
 	struct policy_ctx pc;
-	struct envbuild *env = NULL;
+	struct filereq *fr;
+	struct op_run_wait *w;
 	json_t *jt = json_object_get(req, "tool"), *jargv = json_object_get(req, "argv");
 	json_t *jcwd = json_object_get(req, "cwd"), *jenv = json_object_get(req, "env");
 	char **argv = NULL, *cause = NULL, *msg = NULL, *summary;
@@ -125,6 +214,8 @@ op_run(struct conn *c, json_t *req)
 	for (i = 0; i < argc; i++)
 		argv[i + 1] = xstrdup(json_string_value(json_array_get(jargv, i)));
 	policy_check(c->cfg, c->session, t, argv + 1, argc, &pc, &pr);
+	/* The context's inputs point into req; from here on only the outputs are used. */
+	pc.remote_url = pc.branch = NULL;
 	c->rule = xstrdup(pr.rule);
 	if (!pr.allowed) {
 		conn_deny(c, ERR_DENIED, pr.reason, pr.message);
@@ -162,42 +253,32 @@ op_run(struct conn *c, json_t *req)
 		    "directory for the command; nothing was run. Tell the operator.");
 		goto out;
 	}
-	if ((env = op_run_env(c, t, jenv, &cause)) == NULL) {
-		conn_deny(c, ERR_UNAVAILABLE, "secret unavailable", cause);
+	if (pc.nfiles == 0) {
+		op_run_start(c, t, argv, &pc, jenv, cwd_fd);
 		goto out;
 	}
-	if (t->profile == PROFILE_GH)
-		gh_env(t, c->scratch, &pc, env);
-	c->output_limit = t->output_limit;
-	/*
-	 * Both streams go through the redactor of every live secret of every session.
-	 * A tool given no secret is no exception: it runs as the same runner as
-	 * children that hold one and could read theirs (/proc/PID/environ).
-	 */
-	c->red_out = conn_redactor(c);
-	c->red_err = conn_redactor(c);
-	if (c->red_out == NULL || c->red_err == NULL) {
-		conn_deny(c, ERR_INTERNAL, "redactor", "the bridge could not set up output "
-		    "redaction; nothing was run. Tell the operator.");
+	/* File arguments are the agent's: fetch them from the sandbox first. */
+	w = xcalloc(1, sizeof *w);
+	w->t = t;
+	w->argv = argv;
+	w->argc = argc;
+	w->pc = pc;		/* transferred (fr points at w->pc) */
+	w->env = jenv != NULL ? json_incref(jenv) : NULL;
+	w->cwd_fd = cwd_fd;
+	argv = NULL;
+	memset(&pc, 0, sizeof pc);
+	cwd_fd = -1;
+	if ((fr = filereq_new(c->scratch, &w->pc, &cause)) == NULL) {
+		op_run_wait_free(w);
+		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare a directory "
+		    "for the command's file arguments; nothing was run. Tell the operator.");
 		goto out;
 	}
-	c->srv->n_allowed++;
-	{
-		json_t *a = conn_audit_base(c, "allowed");
-
-		audit_write(a, conn_redact(c));
-	}
-	conn_start(c, t->path, argv, env, cwd_fd,
-	    t->cwd == CWD_SCRATCH ? c->scratch : NULL, t->timeout);
+	conn_fetch_files(c, fr, op_run_files_done, op_run_wait_free, w);
 out:
 	if (cwd_fd >= 0)
 		close(cwd_fd);
-	envbuild_free(env);
-	if (argv != NULL) {
-		for (i = 0; argv[i] != NULL; i++)
-			free(argv[i]);
-		free(argv);
-	}
+	op_run_argv_free(argv);
 	policy_result_free(&pr);
 	policy_ctx_free(&pc);
 	free(cause);

@@ -3,10 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config.h"
-#include "gh.h"
+#include "gitop.h"
 #include "policy.h"
+#include "profile.h"
 #include "util.h"
 
 #define SUMMARY_MAX	1024
@@ -149,6 +151,52 @@ policy_deny(const struct config *c, const struct session *s, const struct tool *
 	return 0;
 }
 
+/* Whether a session may act on OWNER/NAME (for profiles). */
+static int
+policy_repo_allowed(const void *arg, const char *repo)
+{
+	return config_session_has_repo(arg, repo);
+}
+
+/*
+ * Run the tool's profile checks, handing it the shim's repository context parsed
+ * (an unparsable remote URL counts as none) and the session's repositories.
+ */
+static int
+policy_profile(const struct config *c, const struct session *s, const struct tool *t,
+    char *const *argv, size_t argc, struct policy_ctx *ctx, char **rule, char **why)
+{
+	struct profile_args pa;
+	char *host = NULL, *owner = NULL, *name = NULL, *repo = NULL;
+	const char *uwhy;
+	int rc;
+
+	memset(&pa, 0, sizeof pa);
+	pa.host = profile_host(t);
+	pa.argv = argv;
+	pa.argc = argc;
+	pa.repo_allowed = policy_repo_allowed;
+	pa.arg = s;
+	pa.only_repo = s->nrepos == 1 ? s->repos[0] : NULL;
+	if (ctx != NULL) {
+		pa.branch = ctx->branch;
+		if (ctx->remote_url != NULL &&
+		    gitop_parse_url(ctx->remote_url, &host, &owner, &name, &uwhy) == 0) {
+			xasprintf(&repo, "%s/%s", owner, name);
+			pa.ctx_host = host;
+			pa.ctx_repo = repo;
+			pa.ctx_host_served = config_git_host(c, host) != NULL ||
+			    (pa.host != NULL && strcasecmp(host, pa.host) == 0);
+		}
+	}
+	rc = t->profile->check(&pa, ctx, rule, why);
+	free(host);
+	free(owner);
+	free(name);
+	free(repo);
+	return rc;
+}
+
 /* Decide a request. */
 int
 policy_check(const struct config *c, const struct session *s, const struct tool *t,
@@ -168,13 +216,13 @@ policy_check(const struct config *c, const struct session *s, const struct tool 
 			return policy_deny(c, s, t, argv, argc, where, why, res);
 		}
 	}
-	if (t->profile == PROFILE_GH) {
-		char *rule = NULL, *gwhy = NULL;
+	if (t->profile != NULL && t->profile->check != NULL) {
+		char *rule = NULL, *pwhy = NULL;
 
-		if (gh_policy(c, s, t, argv, argc, ctx, &rule, &gwhy) != 0) {
-			policy_deny(c, s, t, argv, argc, rule, gwhy, res);
+		if (policy_profile(c, s, t, argv, argc, ctx, &rule, &pwhy) != 0) {
+			policy_deny(c, s, t, argv, argc, rule, pwhy, res);
 			free(rule);
-			free(gwhy);
+			free(pwhy);
 			return 0;
 		}
 	}
@@ -208,6 +256,9 @@ policy_ctx_free(struct policy_ctx *ctx)
 	for (i = 0; i < ctx->nextra; i++)
 		free(ctx->extra[i]);
 	ctx->nextra = 0;
+	for (i = 0; i < ctx->nfiles; i++)
+		free(ctx->files[i].path);
+	ctx->nfiles = 0;
 }
 
 /* Free a result's strings. */

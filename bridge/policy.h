@@ -2,7 +2,8 @@
  * Policy decisions for one request. Match order for a tool (docs/CONFIG.md):
  *   1. the session must list the tool;
  *   2. any argument matching the tool's deny_args is refused;
- *   3. the tool's profile checks (gh: global options, hosts, repositories);
+ *   3. the tool's profile checks (profile.h; gh: hosts, repositories, --jq/--template,
+ *      file arguments);
  *   4. the tool's rules in order, first match wins;
  *   5. nothing matched: refused (deny by default).
  */
@@ -11,9 +12,25 @@
 
 #include <stddef.h>
 
+#include "proto.h"
+
+#define POLICY_FILES_MAX	PROTO_FILES_MAX	/* file arguments per request */
+
 struct config;
 struct session;
 struct tool;
+
+/*
+ * A file argument a profile wants from the sandbox (gh --body-file PR.md): the
+ * bridge asks the shim for it (FRAME_FILE_REQ), stores the bytes in the call's
+ * scratch directory and rewrites argv[argi] from byte off on to the copy's path.
+ */
+struct policy_file {
+	size_t		 argi;		/* index in argv (without the tool name) */
+	size_t		 off;		/* where the path starts in argv[argi] */
+	char		*path;		/* the path as the agent wrote it (malloc'd) */
+	const char	*flag;		/* the flag that reads it, for messages */
+};
 
 /* Request context for profiles (gh); inputs come from the shim and are untrusted. */
 struct policy_ctx {
@@ -23,6 +40,8 @@ struct policy_ctx {
 	char		*head;		/* out: branch to add as --head (gh pr create), or NULL */
 	char		*extra[4];	/* out: arguments to append (-R repo, --head branch) */
 	size_t		 nextra;
+	struct policy_file files[POLICY_FILES_MAX];	/* out: files to fetch from the sandbox */
+	size_t		 nfiles;
 };
 
 struct policy_result {

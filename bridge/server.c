@@ -46,7 +46,7 @@ server_session_running(const struct server *srv, const struct session *s)
 	int n = 0;
 
 	TAILQ_FOREACH(o, &srv->conns, entry) {
-		if (o->state == CONN_RUNNING && o->session != NULL &&
+		if ((o->state == CONN_RUNNING || o->state == CONN_FILES) && o->session != NULL &&
 		    strcmp(o->session->name, s->name) == 0)
 			n++;
 	}

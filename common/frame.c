@@ -22,7 +22,10 @@ frame_max_len(uint8_t type)
 	case FRAME_HELLO:
 	case FRAME_SIGNAL:
 	case FRAME_WINSIZE:
+	case FRAME_FILE_END:
 		return FRAME_SMALL_MAX;
+	case FRAME_FILE_REQ:
+		return REQ_MAX_PATH;
 	case FRAME_REQUEST:
 	case FRAME_ERROR:
 	case FRAME_EXIT:
@@ -30,6 +33,7 @@ frame_max_len(uint8_t type)
 	case FRAME_STDIN:
 	case FRAME_STDOUT:
 	case FRAME_STDERR:
+	case FRAME_FILE_DATA:
 		return FRAME_DATA_MAX;
 	default:
 		return 0;

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION		1
+#define PROTO_VERSION		2
 
 /* Frame header: 4-byte big-endian payload length, then 1 byte type. */
 #define FRAME_HDR		5
@@ -19,9 +19,12 @@ enum frame_type {
 	FRAME_REQUEST	= 0x02,	/* JSON, client -> bridge: what to run */
 	FRAME_ERROR	= 0x03,	/* JSON, bridge -> client: refusal or failure; final */
 	FRAME_EXIT	= 0x04,	/* JSON, bridge -> client: child's end; final */
+	FRAME_FILE_REQ	= 0x05,	/* path bytes, bridge -> client: send me this file */
 	FRAME_STDIN	= 0x10,	/* data, client -> bridge; empty payload = EOF */
 	FRAME_STDOUT	= 0x11,	/* data, bridge -> client; empty payload = EOF */
 	FRAME_STDERR	= 0x12,	/* data, bridge -> client; empty payload = EOF */
+	FRAME_FILE_DATA	= 0x13,	/* data, client -> bridge: bytes of the oldest unanswered FILE_REQ */
+	FRAME_FILE_END	= 0x14,	/* JSON, client -> bridge: that file is complete, or why not */
 	FRAME_SIGNAL	= 0x20,	/* JSON, client -> bridge: {"signal":"INT"} */
 	FRAME_WINSIZE	= 0x21,	/* JSON, client -> bridge: {"rows":N,"cols":N} */
 };
@@ -36,6 +39,22 @@ enum frame_type {
 #define REQ_MAX_ENV_BYTES	(16 * 1024)	/* sum of name=value lengths */
 #define REQ_MAX_PATH		4096		/* cwd, urls */
 #define REQ_MAX_NAME		64		/* tool, session, secret names */
+
+/*
+ * File requests (docs/PROTOCOL.md "FILE_REQ"): the bridge asks for at most
+ * PROTO_FILES_MAX files per request, each path 1..REQ_MAX_PATH bytes without NUL;
+ * the client answers in order with FILE_DATA frames and one FILE_END each.
+ */
+#define PROTO_FILES_MAX		8		/* FILE_REQ frames per request */
+#define PROTO_FILE_MAX		(1024 * 1024)	/* bytes of one file */
+#define PROTO_FILES_TOTAL_MAX	(4 * 1024 * 1024)	/* bytes of all files of a request */
+/* FILE_END "status" values: the client's answer for one file. */
+#define FILE_OK			"ok"		/* complete; "size" gives its length */
+#define FILE_NOT_FOUND		"not-found"	/* no such file (or a directory on the way is missing) */
+#define FILE_DENIED		"denied"	/* the sandbox user may not read it */
+#define FILE_NOT_REGULAR	"not-regular"	/* a directory, device, FIFO or socket */
+#define FILE_TOO_LARGE		"too-large"	/* over PROTO_FILE_MAX (or the request's total) */
+#define FILE_ERROR		"error"		/* any other failure */
 
 /* Error codes carried in FRAME_ERROR {"code":...}; the shim maps each to an exit code. */
 #define ERR_PROTOCOL		"protocol"	/* malformed frame or version mismatch */

@@ -145,13 +145,18 @@ agent() {
 }
 
 step "As the sandbox user, through the shims"
-agent 'gh api user --jq .login'
+agent 'gh api user | grep -o "\"login\":\"[^\"]*\""'
 agent 'gh pr list -R octo/demo'
 set +e
 agent 'gh auth token'
 rc=$?
 set -e
 note "-> refused with exit $rc (126 = denied by policy): the token is not printable"
+set +e
+agent 'gh api user --jq .login'
+rc=$?
+set -e
+note "-> refused with exit $rc: jq runs inside gh on the host and could read its environment; pipe to jq in the sandbox"
 agent 'git clone -q https://github.com/octo/demo.git && ls demo'
 CWD=demo agent 'git checkout -q -b agent-change && echo "change by the agent" >> README.md && git commit -qam "Agent change" && git push -q origin agent-change 2>&1; echo "push exit: $?"'
 CWD=demo agent 'gh pr create --title "Agent change" --body "Made in the sandbox" --base main'

@@ -6,6 +6,7 @@
  */
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <errno.h>
@@ -49,6 +50,8 @@ struct shim {
 	int		 sigpipe[2];	/* self-pipe for forwarded signals */
 	int		 helper_ready;	/* helper mode: "\n" sent to git */
 	int		 helper;	/* running as the git remote helper */
+	int		 nfiles;	/* FILE_REQ frames answered */
+	size_t		 file_bytes;	/* bytes of files sent */
 };
 
 static int shim_sigfd = -1;
@@ -273,6 +276,108 @@ shim_write_all(int fd, const unsigned char *buf, size_t len)
 	return 0;
 }
 
+/* The FILE_END status for an errno from open/read. */
+static const char *
+shim_file_errno(int e)
+{
+	switch (e) {
+	case ENOENT:
+	case ENOTDIR:
+	case ENAMETOOLONG:
+		return FILE_NOT_FOUND;
+	case EACCES:
+	case EPERM:
+		return FILE_DENIED;
+	case EISDIR:
+	case ENXIO:
+	case ENODEV:
+		return FILE_NOT_REGULAR;
+	case EFBIG:
+		return FILE_TOO_LARGE;
+	default:
+		return FILE_ERROR;
+	}
+}
+
+/*
+ * Read a file the bridge asked for into buf (at most PROTO_FILE_MAX + 1 bytes),
+ * as this process: the sandbox user, with its rights and nothing more. Symbolic
+ * links are followed on purpose (they reach only what this user could cat), but
+ * only a regular file is read: no FIFO, device, socket or directory, which could
+ * block or never end. Returns FILE_OK or the status saying why not.
+ */
+static const char *
+shim_read_file(const char *path, size_t left, unsigned char *buf, size_t *len)
+{
+	struct stat st;
+	const char *status = NULL;	/* NULL: fine so far */
+	ssize_t n;
+	int fd;
+
+	*len = 0;
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer (fstat refuses it next). */
+	fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return shim_file_errno(errno);
+	if (fstat(fd, &st) != 0)
+		status = shim_file_errno(errno);
+	else if (!S_ISREG(st.st_mode))
+		status = FILE_NOT_REGULAR;
+	else if (st.st_size > PROTO_FILE_MAX || (size_t)st.st_size > left)
+		status = FILE_TOO_LARGE;
+	while (status == NULL) {
+		/* /proc files report size 0: the cap holds whatever the size says. */
+		n = read(fd, buf + *len, PROTO_FILE_MAX + 1 - *len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			status = shim_file_errno(errno);
+		else if (n == 0)
+			break;
+		else if ((*len += (size_t)n) > PROTO_FILE_MAX || *len > left)
+			status = FILE_TOO_LARGE;
+	}
+	close(fd);
+	return status != NULL ? status : FILE_OK;
+}
+
+/* Answer one FILE_REQ: the file's bytes in FILE_DATA frames, then FILE_END. */
+static void
+shim_send_file(struct shim *s, const unsigned char *p, uint32_t plen)
+{
+	char path[REQ_MAX_PATH + 1];
+	unsigned char *buf;
+	const char *status;
+	struct jbuf end;
+	size_t len = 0, off;
+
+	if (s->helper || plen == 0 || plen > REQ_MAX_PATH || memchr(p, '\0', plen) != NULL ||
+	    ++s->nfiles > PROTO_FILES_MAX)
+		shim_fail(s, EXIT_PROTOCOL, "protocol error from the bridge: bad file request");
+	memcpy(path, p, plen);
+	path[plen] = '\0';
+	buf = xmalloc(PROTO_FILE_MAX + 1);
+	status = shim_read_file(path, PROTO_FILES_TOTAL_MAX - s->file_bytes, buf, &len);
+	if (strcmp(status, FILE_OK) == 0) {
+		for (off = 0; off < len; off += FRAME_DATA_MAX)
+			shim_queue(s, FRAME_FILE_DATA, buf + off,
+			    len - off < FRAME_DATA_MAX ? len - off : FRAME_DATA_MAX);
+		s->file_bytes += len;
+	}
+	free(buf);
+	jw_init(&end);
+	jw_obj_open(&end);
+	jw_key(&end, "status");
+	jw_cstr(&end, status);
+	if (strcmp(status, FILE_OK) == 0) {
+		jw_key(&end, "size");
+		jw_int(&end, (long long)len);
+	}
+	jw_obj_close(&end);
+	shim_queue(s, FRAME_FILE_END, end.buf, end.len);
+	jw_free(&end);
+}
+
 /* Handle the bridge's final ERROR frame. */
 static void __attribute__((noreturn))
 shim_on_error(struct shim *s, const char *json, size_t len)
@@ -348,6 +453,9 @@ shim_frames(struct shim *s)
 		case FRAME_STDERR:
 			if (len > 0)
 				(void)shim_write_all(STDERR_FILENO, p, len);
+			break;
+		case FRAME_FILE_REQ:
+			shim_send_file(s, p, len);
 			break;
 		case FRAME_ERROR:
 			shim_on_error(s, (char *)p, len);

@@ -20,11 +20,13 @@ static uint32_t
 fuzz_cap(uint8_t type)
 {
 	switch (type) {
-	case FRAME_HELLO: case FRAME_SIGNAL: case FRAME_WINSIZE:
+	case FRAME_HELLO: case FRAME_SIGNAL: case FRAME_WINSIZE: case FRAME_FILE_END:
 		return FRAME_SMALL_MAX;
 	case FRAME_REQUEST: case FRAME_ERROR: case FRAME_EXIT:
 		return FRAME_CTRL_MAX;
-	case FRAME_STDIN: case FRAME_STDOUT: case FRAME_STDERR:
+	case FRAME_FILE_REQ:
+		return REQ_MAX_PATH;
+	case FRAME_STDIN: case FRAME_STDOUT: case FRAME_STDERR: case FRAME_FILE_DATA:
 		return FRAME_DATA_MAX;
 	}
 	return 0;

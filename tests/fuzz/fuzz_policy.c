@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the policy engine (bridge/policy.c) and the gh profile
- * (bridge/gh.c), against a fixed config loaded once: a generic tool with argv
+ * (bridge/profile-gh.c), against a fixed config loaded once: a generic tool with argv
  * rules and deny_args, and two gh tools (github.com with GH_TOKEN, an enterprise
  * host with GH_ENTERPRISE_TOKEN) with the built-in default rules.
  *
@@ -10,7 +10,7 @@
  * remote_url and branch (empty = absent); the remaining pieces are argv.
  *
  * When a gh run is allowed, what gh itself would do with argv (plus the arguments
- * the profile appends, as the bridge appends them) must respect gh.c's intent. gh
+ * the profile appends, as the bridge appends them) must respect the profile's intent. gh
  * parses flags with spf13/pflag, so this file models pflag with gh 2.23's flag
  * tables for the commands the default rules allow (fuzz_gh_cmds): short flag
  * clusters (-dRx: bool -d, then -R x), "-f=v", "--long=v", values taking the next
@@ -19,8 +19,12 @@
  *     sees no web, editor or hostname flag set;
  *   - the repository gh acts on (-R/--repo, else GH_REPO from the context) is one
  *     of the session's;
- *   - gh api: the endpoint contains no "://", the method is GET, no request body
- *     fields (-f/-F/--input) and only Accept: headers.
+ *   - no --jq / --template (-q, and -t where gh means --template) at all;
+ *   - every value gh would open as a file (--body-file/-F, --recover, gh api --input
+ *     and -F KEY=@PATH) is one the profile listed for fetching from the sandbox, at
+ *     the same argument and offset, so no host path reaches gh;
+ *   - gh api: the endpoint contains no "://", the method is GET, request fields
+ *     (-f/-F/--input) only with an explicit -X GET, and only Accept: headers.
  * With FUZZ_POLICY_STRICT=1 in the environment, positional repository selectors
  * are checked too: an issue/pr argument that is a URL (gh takes the repository and
  * the host from it, and sends the host's token there) and repo view OWNER/REPO.
@@ -39,6 +43,7 @@
 
 #include "config.h"
 #include "policy.h"
+#include "profile.h"
 
 #define FUZZ_MAX_ARGS	64
 
@@ -227,6 +232,9 @@ struct fuzz_gh {
 	const char	*method;	/* gh api: last -X value */
 	int		 sends;		/* gh api: -f/-F/--input/--field/--raw-field */
 	int		 bad_header;	/* gh api: a header other than Accept: */
+	int		 format;	/* --jq / --template (-q, and -t where it is --template) */
+	const char	*files[FUZZ_MAX_ARGS + 8];	/* values gh would open as files */
+	size_t		 nfiles;
 	const char	*pos[FUZZ_MAX_ARGS + 8];	/* positional arguments */
 	size_t		 npos;
 };
@@ -353,6 +361,19 @@ fuzz_gh_flag(struct fuzz_gh *m, char shrt, const char *lng, size_t lnglen, const
 	if ((shrt == 'e' && strchr(c->bools, 'e') != NULL) ||
 	    (IS("editor") && fuzz_in_list(c->blongs, "editor", 6)))
 		m->editor |= on;
+	/* Values gh 2.23 opens as files: each must be one the bridge fetches instead. */
+	if (v != NULL && ((fuzz_in_list(c->longs, "body-file", 9) && (shrt == 'F' ||
+	    IS("body-file"))) || IS("recover") || (api && IS("input"))))
+		m->files[m->nfiles++] = v;
+	if (v != NULL && api && (shrt == 'F' || IS("field"))) {
+		const char *eq = strchr(v, '=');
+
+		if (eq != NULL && eq[1] == '@')
+			m->files[m->nfiles++] = eq + 2;
+	}
+	if (shrt == 'q' || IS("jq") || IS("template") ||
+	    (shrt == 't' && fuzz_in_list(c->longs, "template", 8)))
+		m->format = 1;
 	if (api) {
 		if (shrt == 'X' || IS("method"))
 			m->method = v;
@@ -486,15 +507,25 @@ fuzz_check_gh(const struct session *s, char *const *argv, size_t argc,
 	fuzz_gh_model(full, n, &m);
 	if (m.cmd == NULL || m.error || m.help)
 		return;	/* gh would refuse the line or only print help */
-	if (m.web || m.editor || m.hostname)
+	if (m.web || m.editor || m.hostname || m.format)
 		abort();
+	/* Every file gh would open is one the bridge fetches from the sandbox ("-" is stdin). */
+	for (i = 0; i < m.nfiles; i++) {
+		size_t k;
+		int found = strcmp(m.files[i], "-") == 0;
+
+		for (k = 0; k < ctx->nfiles && !found; k++)
+			found = argv[ctx->files[k].argi] + ctx->files[k].off == m.files[i];
+		if (!found)
+			abort();
+	}
 	if (m.repo != NULL && !config_session_has_repo(s, m.repo))
 		abort();
 	if (strcmp(m.cmd->cmd, "api") == 0 && m.npos == 1) {
 		if (strstr(m.pos[0], "://") != NULL)
 			abort();
-		if ((m.method != NULL && strcasecmp(m.method, "GET") != 0) || m.sends ||
-		    m.bad_header)
+		if ((m.method != NULL && strcasecmp(m.method, "GET") != 0) ||
+		    (m.sends && m.method == NULL) || m.bad_header)
 			abort();
 	}
 	if (!strict)
@@ -583,7 +614,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    (allowed == (res.message != NULL)))
 		abort();
 	if (allowed) {
-		if (t->profile == PROFILE_GH)
+		if (t->profile == profile_find("gh"))
 			fuzz_check_gh(s, argv, argc, &ctx);
 		else {
 			if (ctx.nextra != 0)

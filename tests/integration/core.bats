@@ -573,7 +573,7 @@ after_malformed() {
 	kill -0 "$SB_PID"
 }
 
-hello_line='HELLO {"proto":1,"server":"shimbridged 0.1.0","session":"alice"}'
+hello_line='HELLO {"proto":2,"server":"shimbridged 0.1.0","session":"alice"}'
 perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 
 @test "malformed: unknown frame type (first, and after HELLO) gets ERROR protocol and is closed" {
@@ -654,7 +654,7 @@ perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 	local n
 	n=$(grep -c '"event":"allowed"' "$SB_AUDIT")
 	malformed 'hello={"proto":99,"client":"rawpeer"}' read read
-	[ "${lines[0]}" = "$(perr 'protocol version mismatch: this bridge speaks version 1; reinstall the shim from the same release as the bridge')" ]
+	[ "${lines[0]}" = "$(perr 'protocol version mismatch: this bridge speaks version 2; reinstall the shim from the same release as the bridge')" ]
 	[ "${lines[1]}" = EOF ]
 	malformed 'hello={"proto":"1"}' read read
 	[[ ${lines[0]} == 'ERROR {"code":"protocol","message":"protocol version mismatch'* ]]

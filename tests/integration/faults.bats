@@ -207,7 +207,7 @@ io_of() {
 	t0=$(now_ms)
 	rp read read >"$T/silent.out" 2>&1 3>&- &
 	local p1=$!
-	rp 'drip=\x00\x00\x00\x0b\x01{"proto":1},1' read read >"$T/drip.out" 2>&1 3>&- &
+	rp 'drip=\x00\x00\x00\x0b\x01{"proto":2},1' read read >"$T/drip.out" 2>&1 3>&- &
 	local p2=$!
 	rp hello read read >"$T/hello.out" 2>&1 3>&- &
 	local p3=$!
@@ -231,7 +231,7 @@ io_of() {
 	[ $((t1 - t0)) -le 5000 ]
 	[ "$(cat "$T/silent.out")" = "$(printf '%s\nEOF' "$timed_out")" ]
 	[ "$(tail -n 2 "$T/drip.out")" = "$(printf '%s\nEOF' "$timed_out")" ]
-	[ "$(sed -n 1p "$T/hello.out")" = 'HELLO {"proto":1,"server":"shimbridged 0.1.0","session":"alice"}' ]
+	[ "$(sed -n 1p "$T/hello.out")" = 'HELLO {"proto":2,"server":"shimbridged 0.1.0","session":"alice"}' ]
 	[ "$(tail -n 2 "$T/hello.out")" = "$(printf '%s\nEOF' "$timed_out")" ]
 	# The 40 idle connections are closed by the daemon while their peer still holds them.
 	kill -0 "$p4"

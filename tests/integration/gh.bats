@@ -162,9 +162,9 @@ refused_in() {
 @test "gh api 'repos/{owner}/{repo}' is filled in from the session's repository" {
 	local m
 	m=$(sb_fakegh_count)
-	gha api 'repos/{owner}/{repo}' --jq .full_name
+	gha api 'repos/{owner}/{repo}'
 	[ "$status" -eq 0 ]
-	[ "$output" = "octo/repo" ]
+	[ "$(printf '%s' "$output" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["full_name"])')" = "octo/repo" ]
 	assert_log "$m" "GET /api/v3/repos/octo/repo"
 }
 
@@ -265,6 +265,7 @@ PYEOF
 	refused "sends data" api graphql -f query=x
 	refused "sends data" api repos/octo/repo/issues -F title=x
 	refused "gh api graphql can write" api graphql
+	refused "add -X GET to pass fields as query parameters" api repos/octo/repo/issues -f state=open
 	refused "repository someone/else is not one this session may act on" api repos/someone/else
 	refused "headers other than Accept" api user -H "Authorization: token x"
 }
@@ -451,4 +452,49 @@ for f in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") +
 	[ "$status" -eq 0 ]
 	[[ $stderr == *"warning: /usr/bin/gh is gh 2.23."*"older than 2.63.1"* ]]
 	[[ $output == *": ok (version "* ]]
+}
+
+@test "--jq and --template are refused on every command, with the sandbox-side alternative" {
+	refused "--jq/-q is refused on every gh command" api user --jq .login
+	refused "--jq/-q is refused on every gh command" api user -q.login
+	refused "--jq/-q is refused on every gh command" pr list --json title --jq=.[].title
+	refused "--template/-t is refused on every gh command" issue list --json title -t '{{.}}'
+	refused "--template/-t is refused on every gh command" api user --template='{{.login}}'
+	refused "pipe the output to jq in the sandbox" repo view --json name -q .name
+	# -t is --title where gh says so.
+	gha issue create -R octo/repo -t "a title" --body "b"
+	[ "$status" -eq 0 ]
+}
+
+@test "gh api fields with -X GET are query parameters" {
+	local m
+	m=$(sb_fakegh_count)
+	gha api -X GET repos/octo/repo/issues -f state=all
+	[ "$status" -eq 0 ]
+	assert_log "$m"
+	tail -n 1 "$FAKEGH_LOG" | grep -q '"path": *"/api/v3/repos/octo/repo/issues?state=all"'
+}
+
+@test "gh pr create --body-file PR.md in the sandbox repo posts the agent's file" {
+	local m
+	as sbt-alice sh -c 'printf "## Summary\nBody from the agent'"'"'s PR.md\n" >repo/PR.md'
+	m=$(sb_fakegh_count)
+	ghin repo pr create --title "Body from a file" --head body-file-branch --body-file PR.md
+	as sbt-alice rm -f repo/PR.md
+	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
+	assert_log "$m" PullRequestCreate
+	"$PY" - "$FAKEGH_LOG" "$m" <<'PYEOF'
+import json, sys
+for line in open(sys.argv[1]).read().splitlines()[int(sys.argv[2]):]:
+    e = json.loads(line)
+    if e.get("graphql") == "PullRequestCreate":
+        body = json.loads(e["body"])["variables"]["input"]["body"]
+        if body != "## Summary\nBody from the agent's PR.md\n":
+            sys.exit("body is %r" % body)
+        break
+else:
+    sys.exit("no PullRequestCreate logged")
+PYEOF
+	# The audit line keeps the agent's argument; gh read the bridge's copy.
+	sb_audit_last '"Body from a file"' | grep -q '"--body-file","PR.md"'
 }

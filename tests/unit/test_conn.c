@@ -73,7 +73,7 @@ put(const char *p, const char *text, mode_t mode)
 static int
 setup(void **state)
 {
-	char path[128], sd[128], *cause = NULL, **warn = NULL;
+	char path[128], sd[128], text[2048], *cause = NULL, **warn = NULL;
 	size_t nwarn = 0;
 
 	(void)state;
@@ -82,17 +82,24 @@ setup(void **state)
 		return -1;
 	snprintf(sd, sizeof sd, "%s/sessions.d", dir);
 	mkdir(sd, 0700);
+	/* A gh-profile tool that prints the files its --body-file arguments name. */
+	chmod(dir, 0755);
+	snprintf(path, sizeof path, "%s/ghcat", dir);
+	put(path, "#!/bin/sh\nfor a; do case $a in --body-file=*) echo \"path ${a#--body-file=}\"; "
+	    "cat \"${a#--body-file=}\";; esac; done\ncat\n", 0755);
 	snprintf(path, sizeof path, "%s/config.json", dir);
 	setenv("TEST_CONN_SECRET", SECRET_VALUE, 1);
 	setenv("TEST_CONN_BOB", BOB_VALUE, 1);
-	put(path, "{\"runner\": \"daemon\", \"secrets\": {\"tok\": {\"source\": \"env\", "
+	snprintf(text, sizeof text, "{\"runner\": \"daemon\", \"secrets\": {\"tok\": {\"source\": \"env\", "
 	    "\"variable\": \"TEST_CONN_SECRET\"}}, \"tools\": {\"sh\": {\"path\": \"/bin/sh\", "
 	    "\"secrets\": {\"TOK\": \"tok\"}, \"timeout\": 2, \"output_limit\": 100000, "
 	    "\"rules\": [{\"allow\": [\"-c\", \"**\"]}]}, \"true\": {\"path\": \"/bin/true\", "
-	    "\"rules\": [{\"allow\": [\"**\"]}]}}, \"sessions\": [{\"name\": \"alice\", "
-	    "\"uid\": 4242, \"tools\": [\"sh\"]}, {\"name\": \"bob\", \"uid\": 4343, "
-	    "\"tools\": [\"sh\"], \"secrets\": {\"tok\": {\"source\": \"env\", "
-	    "\"variable\": \"TEST_CONN_BOB\"}}}]}", 0600);
+	    "\"rules\": [{\"allow\": [\"**\"]}]}, \"ghcat\": {\"path\": \"%s/ghcat\", "
+	    "\"profile\": \"gh\", \"rules\": [{\"allow\": [\"**\"]}]}}, \"sessions\": "
+	    "[{\"name\": \"alice\", \"uid\": 4242, \"tools\": [\"sh\", \"ghcat\"]}, "
+	    "{\"name\": \"bob\", \"uid\": 4343, \"tools\": [\"sh\"], \"secrets\": "
+	    "{\"tok\": {\"source\": \"env\", \"variable\": \"TEST_CONN_BOB\"}}}]}", dir);
+	put(path, text, 0600);
 	memset(&srv, 0, sizeof srv);
 	TAILQ_INIT(&srv.conns);
 	if ((srv.cfg = config_load(path, 0, &cause)) == NULL) {
@@ -449,6 +456,87 @@ test_conn_output_limit(void **state)
 	peer_close(&p);
 }
 
+/* Start a ghcat run whose --body-file the bridge must fetch; returns at CONN_FILES. */
+static void
+files_start(struct peer *p)
+{
+	peer_open(p, 4242);
+	hello(p);
+	peer_send_str(p, FRAME_REQUEST, "{\"op\": \"run\", \"tool\": \"ghcat\", \"argv\": "
+	    "[\"issue\", \"comment\", \"1\", \"--body-file=notes.md\"]}");
+	pump(p, 2);
+	assert_int_equal(p->nf, 2);
+	assert_int_equal(p->f[1].type, FRAME_FILE_REQ);
+	assert_string_equal(p->f[1].data, "notes.md");
+	assert_int_equal(p->c->state, CONN_FILES);
+	/* A request waiting for its files counts against the session's limit. */
+	assert_int_equal(server_session_running(&srv, p->c->session), 1);
+}
+
+/* File arguments: fetched before the child starts, argv rewritten, stdin held. */
+static void
+test_conn_files(void **state)
+{
+	struct peer p;
+	const char *out;
+	int eofs;
+
+	(void)state;
+	files_start(&p);
+	peer_send_str(&p, FRAME_STDIN, "held stdin\n");
+	peer_send(&p, FRAME_STDIN, NULL, 0);
+	peer_send_str(&p, FRAME_FILE_DATA, "the body ");
+	peer_send_str(&p, FRAME_FILE_DATA, "text\n");
+	peer_send_str(&p, FRAME_FILE_END, "{\"status\":\"ok\",\"size\":14}");
+	pump(&p, 64);
+	assert_true(p.eof);
+	out = collect(&p, FRAME_STDOUT, &eofs);
+	if (strstr(out, "/files/0\nthe body text\nheld stdin\n") == NULL)
+		fail_msg("unexpected output: %s", out);
+	expect_final(&p, FRAME_EXIT, "\"code\":0");
+	assert_int_equal(srv.nconns, 0);
+	peer_close(&p);
+
+	/* A file the sandbox could not give: refused, nothing runs. */
+	files_start(&p);
+	peer_send_str(&p, FRAME_FILE_END, "{\"status\":\"not-found\"}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "\"code\":\"denied\"");
+	assert_non_null(strstr(p.f[p.nf - 1].data, "--body-file notes.md"));
+	assert_int_equal(collect(&p, FRAME_STDOUT, &eofs)[0], '\0');
+	peer_close(&p);
+
+	/* A size that does not match: a protocol error for this peer only. */
+	files_start(&p);
+	peer_send_str(&p, FRAME_FILE_DATA, "ab");
+	peer_send_str(&p, FRAME_FILE_END, "{\"status\":\"ok\",\"size\":5}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "\"code\":\"protocol\"");
+	peer_close(&p);
+
+	/* A frame that has no place here. */
+	files_start(&p);
+	peer_send_str(&p, FRAME_REQUEST, "{}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "\"code\":\"protocol\"");
+	peer_close(&p);
+
+	/* The peer goes away while its files are pending: freed, scratch removed. */
+	files_start(&p);
+	close(p.fd);
+	p.fd = -1;
+	{
+		time_t end = time(NULL) + 5;
+
+		while (srv.nconns > 0 && time(NULL) < end) {
+			event_base_loop(srv.base, EVLOOP_NONBLOCK);
+			usleep(1000);
+		}
+	}
+	assert_int_equal(srv.nconns, 0);
+	peer_close(&p);
+}
+
 int
 main(void)
 {
@@ -459,6 +547,7 @@ main(void)
 		cmocka_unit_test(test_conn_timeout_and_peer_gone),
 		cmocka_unit_test(test_conn_output_limit),
 		cmocka_unit_test(test_conn_redacts_other_sessions_secrets),
+		cmocka_unit_test(test_conn_files),
 	};
 
 	if (sodium_init() < 0)

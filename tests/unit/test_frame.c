@@ -54,6 +54,17 @@ test_header_caps(void **state)
 	assert_int_equal(frame_parse_header(hdr, &type, &len, &cause), -1);
 	frame_put_header(hdr, FRAME_SIGNAL, 0xffffffffu);
 	assert_int_equal(frame_parse_header(hdr, &type, &len, &cause), -1);
+	/* File requests: a path, data chunks, a small JSON end. */
+	frame_put_header(hdr, FRAME_FILE_REQ, REQ_MAX_PATH);
+	assert_int_equal(frame_parse_header(hdr, &type, &len, &cause), 0);
+	frame_put_header(hdr, FRAME_FILE_REQ, REQ_MAX_PATH + 1);
+	assert_int_equal(frame_parse_header(hdr, &type, &len, &cause), -1);
+	frame_put_header(hdr, FRAME_FILE_DATA, FRAME_DATA_MAX);
+	assert_int_equal(frame_parse_header(hdr, &type, &len, &cause), 0);
+	frame_put_header(hdr, FRAME_FILE_DATA, FRAME_DATA_MAX + 1);
+	assert_int_equal(frame_parse_header(hdr, &type, &len, &cause), -1);
+	frame_put_header(hdr, FRAME_FILE_END, FRAME_SMALL_MAX + 1);
+	assert_int_equal(frame_parse_header(hdr, &type, &len, &cause), -1);
 	frame_put_header(hdr, 0x7f, 1);
 	assert_int_equal(frame_parse_header(hdr, &type, &len, &cause), -1);
 	assert_string_equal(cause, "unknown frame type");

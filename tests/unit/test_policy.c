@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "gh.h"
+#include "profile.h"
 #include "policy.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -161,9 +161,9 @@ gh_decide(struct policy_ctx *ctx, const char *const *argv, size_t argc, char **r
 	memset(&t, 0, sizeof t);
 	t.name = "gh";
 	t.path = "/usr/bin/gh";
-	t.profile = PROFILE_GH;
+	t.profile = profile_find("gh");
 	t.host = "ghe.example";
-	gh_default_rules(&t);
+	profile_default_rules(&t);
 	c.tools = &t;
 	c.ntools = 1;
 	s.name = "alice";
@@ -202,7 +202,7 @@ test_gh_profile(void **state)
 	assert_true(GH("pr", "list", "-R", "octo/repo"));
 	assert_true(GH("issue", "create", "--title", "t", "--body", "--web is text here"));
 	assert_true(GH("api", "user"));
-	assert_true(GH("api", "repos/octo/repo/pulls", "--jq", ".[].title"));
+	assert_true(GH("api", "repos/octo/repo/pulls", "--json", "title"));
 	assert_true(GH("api", "-X", "GET", "repos/{owner}/{repo}/issues"));
 	assert_true(GH("api", "-H", "Accept: application/vnd.github.raw", "repos/octo/repo/readme"));
 	/* Token printers and management. */
@@ -242,6 +242,10 @@ test_gh_profile(void **state)
 	assert_false(GH("api", "-X", "POST", "repos/octo/repo/issues"));
 	assert_false(GH("api", "--method=DELETE", "repos/octo/repo"));
 	assert_false(GH("api", "--input", "f", "repos/octo/repo/issues"));
+	/* Fields with an explicit GET are query parameters. */
+	assert_true(GH("api", "-X", "GET", "search/issues", "-f", "q=repo:octo/repo"));
+	assert_true(GH("api", "repos/octo/repo/issues", "-F", "per_page=5", "--method", "GET"));
+	assert_false(GH("api", "repos/octo/repo/issues", "-F", "per_page=5", "-X", "POST"));
 	assert_false(GH("api", "repos/someone/else"));
 	assert_false(GH("api", "repos/octo/repo/../../someone/else"));
 	assert_false(GH("api", "repos/octo/repo%2f..%2fx"));
@@ -275,6 +279,135 @@ test_gh_profile(void **state)
 	/* repo view: the repository argument is checked like -R. */
 	assert_false(GH("repo", "view", "someone/else"));
 	assert_true(GH("repo", "view", "octo/repo"));
+	policy_ctx_free(&ctx);
+}
+
+/* --jq / --template run inside gh on the host: refused everywhere, in every form. */
+static void
+test_gh_format(void **state)
+{
+	struct policy_ctx ctx;
+	char *rule = NULL;
+
+	(void)state;
+	memset(&ctx, 0, sizeof ctx);
+	assert_false(GH("api", "user", "--jq", ".login"));
+	assert_false(GH("api", "user", "--jq=.login"));
+	assert_false(GH("api", "user", "-q", ".login"));
+	assert_false(GH("api", "user", "-q.login"));
+	assert_false(GH("api", "user", "--template", "{{.login}}"));
+	assert_false(GH("api", "user", "--template={{.login}}"));
+	assert_false(GH("api", "user", "-t", "{{.login}}"));
+	assert_false(GH("api", "user", "-t{{.login}}"));
+	assert_false(GH("pr", "list", "--json", "title", "--jq", ".[].title"));
+	assert_false(GH("pr", "list", "--json", "title", "-q", "env"));
+	assert_false(GH("issue", "list", "--json", "title", "-t", "{{range .}}{{end}}"));
+	assert_false(GH("repo", "view", "--json", "name", "--template", "x"));
+	assert_false(GH("run", "view", "1", "--json", "jobs", "--jq=$ENV"));
+	assert_false(GH("search", "issues", "x", "--json", "title", "-q", "."));
+	/* Before the subcommand, after "--", as a flag's value: still refused. */
+	assert_false(GH("--jq", ".x", "pr", "list"));
+	assert_false(GH("pr", "list", "--", "--jq", "."));
+	/* -t is --title on create and edit. */
+	assert_true(GH("issue", "create", "-t", "a title", "--body", "b"));
+	assert_true(GH("pr", "edit", "1", "-t", "new title"));
+	assert_false(GH("issue", "create", "--template", "bug"));
+	assert_false(gh_decide(&ctx, (const char *const[]){ "pr", "view", "1", "-q", "." }, 5,
+	    &rule));
+	assert_string_equal(rule, "profile gh: --jq");
+	free(rule);
+	/* --json alone is what the agent should use. */
+	assert_true(GH("pr", "list", "--json", "number,title"));
+	policy_ctx_free(&ctx);
+}
+
+/* File arguments are recorded for fetching from the sandbox, not read on the host. */
+static void
+test_gh_files(void **state)
+{
+	struct policy_ctx ctx;
+	char *argv[] = { "pr", "create", "--body-file=PR.md", "-t", "x" };
+	char *copies[] = { "/scratch/files/0" };
+	char **v;
+	size_t i;
+
+	(void)state;
+	memset(&ctx, 0, sizeof ctx);
+	assert_true(GH("pr", "create", "--title", "t", "--body-file", "PR.md"));
+	assert_int_equal(ctx.nfiles, 1);
+	assert_int_equal(ctx.files[0].argi, 5);
+	assert_int_equal(ctx.files[0].off, 0);
+	assert_string_equal(ctx.files[0].path, "PR.md");
+	assert_string_equal(ctx.files[0].flag, "--body-file");
+	policy_ctx_free(&ctx);
+	/* The =value form, -F, stdin and several files. */
+	assert_true(GH("issue", "comment", "1", "--body-file=/etc/passwd"));
+	assert_int_equal(ctx.nfiles, 1);
+	assert_int_equal(ctx.files[0].off, strlen("--body-file="));
+	assert_string_equal(ctx.files[0].path, "/etc/passwd");
+	policy_ctx_free(&ctx);
+	assert_true(GH("pr", "review", "1", "--comment", "-F", "-"));
+	assert_int_equal(ctx.nfiles, 0);
+	policy_ctx_free(&ctx);
+	assert_true(GH("issue", "create", "-F", "a.md", "--recover", "r.json", "-t", "x"));
+	assert_int_equal(ctx.nfiles, 2);
+	assert_string_equal(ctx.files[1].path, "r.json");
+	policy_ctx_free(&ctx);
+	/* A path that looks like HOST/OWNER/REPO is a file here, not a locator. */
+	assert_true(GH("pr", "comment", "1", "--body-file", "docs.d/notes/pr.md"));
+	assert_int_equal(ctx.nfiles, 1);
+	policy_ctx_free(&ctx);
+	/* gh api: -F KEY=@PATH and --input PATH; -F KEY=VALUE is no file. */
+	assert_true(GH("api", "-X", "GET", "search/issues", "-F", "q=@query.txt", "-F", "n=3",
+	    "--field=x=@/proc/self/environ", "--input", "body.json"));
+	assert_int_equal(ctx.nfiles, 3);
+	assert_string_equal(ctx.files[0].path, "query.txt");
+	assert_int_equal(ctx.files[0].off, 3);
+	assert_string_equal(ctx.files[1].path, "/proc/self/environ");
+	assert_int_equal(ctx.files[1].off, strlen("--field=x=@"));
+	assert_string_equal(ctx.files[2].path, "body.json");
+	policy_ctx_free(&ctx);
+	/* -F is no file flag where gh has none (pr list has no -F). */
+	assert_false(GH("issue", "comment", "1", "--body-file", ""));
+	policy_ctx_free(&ctx);
+	/* Last, it would take the --head the profile appends as its file (fuzz_policy). */
+	assert_false(GH("pr", "create", "-t", "x", "-F"));
+	policy_ctx_free(&ctx);
+	assert_false(GH("pr", "comment", "1", "-F", "1", "-F", "2", "-F", "3", "-F", "4", "-F",
+	    "5", "-F", "6", "-F", "7", "-F", "8", "-F", "9"));
+	policy_ctx_free(&ctx);
+	/* Rewriting argv to the copies. */
+	assert_true(gh_decide(&ctx, (const char *const *)argv, 5, NULL));
+	assert_int_equal(ctx.nfiles, 1);
+	v = calloc(5, sizeof *v);
+	for (i = 0; i < 5; i++)
+		v[i] = strdup(argv[i]);
+	profile_files_apply(v, 5, &ctx, copies);
+	assert_string_equal(v[2], "--body-file=/scratch/files/0");
+	assert_string_equal(v[3], "-t");
+	for (i = 0; i < 5; i++)
+		free(v[i]);
+	free(v);
+	policy_ctx_free(&ctx);
+}
+
+/* The host decides which variable gh reads its token from. */
+static void
+test_gh_secret_var(void **state)
+{
+	(void)state;
+	assert_string_equal(profile_gh.secret_var("github.com"), "GH_TOKEN");
+	assert_string_equal(profile_gh.secret_var("GitHub.com"), "GH_TOKEN");
+	assert_string_equal(profile_gh.secret_var("api.github.com"), "GH_TOKEN");
+	assert_string_equal(profile_gh.secret_var(NULL), "GH_TOKEN");
+	assert_string_equal(profile_gh.secret_var("ghe.example.com"), "GH_ENTERPRISE_TOKEN");
+	assert_string_equal(profile_gh.secret_var("localhost:8443"), "GH_ENTERPRISE_TOKEN");
+	assert_string_equal(profile_gh.secret_var("github.com.evil.example"),
+	    "GH_ENTERPRISE_TOKEN");
+	assert_string_equal(profile_gh.secret_var("notgithub.com"), "GH_ENTERPRISE_TOKEN");
+	assert_non_null(profile_find("generic"));
+	assert_null(profile_find("nope"));
+	assert_null(profile_find("generic")->secret_var);
 }
 
 static void
@@ -330,6 +463,9 @@ main(void)
 		cmocka_unit_test(test_message_is_bounded),
 		cmocka_unit_test(test_gh_profile),
 		cmocka_unit_test(test_gh_context),
+		cmocka_unit_test(test_gh_format),
+		cmocka_unit_test(test_gh_files),
+		cmocka_unit_test(test_gh_secret_var),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

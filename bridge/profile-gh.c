@@ -1,4 +1,10 @@
-/* The gh profile. */
+/*
+ * The gh profile as one table (profile_gh, at the end): built-in rules, checks no
+ * rule can switch off (hosts, -R, gh api shape, --web/--editor, --jq/--template),
+ * the file arguments gh reads (fetched from the sandbox instead), the arguments
+ * added for repository context, the secret variable gh reads for the host, and
+ * the per-call hardened environment gh runs with.
+ */
 #include <sys/wait.h>
 
 #include <ctype.h>
@@ -10,19 +16,15 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "gh.h"
-#include "gitop.h"
 #include "policy.h"
+#include "profile.h"
 #include "spawn.h"
 #include "util.h"
 
+#define GH_DEFAULT_HOST	"github.com"
+
 /* The built-in rules: what a coding agent needs, nothing that prints or manages secrets. */
-static const struct {
-	int		 allow;
-	const char	*argv[4];
-	const char	*reason;
-} gh_rules[] = {
+static const struct profile_rule gh_rules[] = {
 	{ 0, { "auth", "**" }, "authentication stays on the host; the token is never shown" },
 	{ 0, { "config", "**" }, "gh configuration is managed by the operator" },
 	{ 0, { "alias", "**" }, "aliases can run arbitrary commands" },
@@ -84,35 +86,6 @@ static const struct {
 	{ 1, { "--help" }, NULL },
 };
 
-/* Give a gh tool without rules the built-in set. */
-void
-gh_default_rules(struct tool *t)
-{
-	size_t n = sizeof gh_rules / sizeof gh_rules[0], i, k;
-
-	t->rules = xcalloc(n, sizeof *t->rules);
-	t->nrules = n;
-	if (t->help == NULL)
-		t->help = xstrdup("gh issue and pr list/view/create/comment/edit/close/reopen, "
-		    "pr diff/checks/review/ready, repo view, run/workflow/release list/view, "
-		    "search, and gh api GET on relative paths");
-	for (i = 0; i < n; i++) {
-		struct rule *r = &t->rules[i];
-
-		r->allow = gh_rules[i].allow;
-		for (k = 0; k < 4 && gh_rules[i].argv[k] != NULL; k++)
-			;
-		r->nargv = k;
-		r->argv = xcalloc(k + 1, sizeof *r->argv);
-		for (k = 0; k < r->nargv; k++)
-			r->argv[k] = xstrdup(gh_rules[i].argv[k]);
-		r->reason = gh_rules[i].reason != NULL ? xstrdup(gh_rules[i].reason) : NULL;
-		xasprintf(&r->where, "profile gh default rule %zu (%s%s%s)", i,
-		    gh_rules[i].argv[0], r->nargv > 1 ? " " : "", r->nargv > 1 ?
-		    gh_rules[i].argv[1] : "");
-	}
-}
-
 /* Whether arg is flag (--name), its --name=value form, or (short) -x / -xVALUE. */
 static int
 gh_flag(const char *arg, const char *lng, const char *shrt, const char **value)
@@ -138,7 +111,7 @@ gh_flag(const char *arg, const char *lng, const char *shrt, const char **value)
 
 /* A repository argument: OWNER/NAME only (a host inside -R is refused). */
 static int
-gh_repo_arg(const struct session *s, const char *v, char **why)
+gh_repo_arg(const struct profile_args *pa, const char *v, char **why)
 {
 	const char *slash = strchr(v, '/');
 	size_t i;
@@ -153,21 +126,26 @@ gh_repo_arg(const struct session *s, const char *v, char **why)
 			return -1;
 		}
 	}
-	if (!config_session_has_repo(s, v)) {
+	if (!pa->repo_allowed(pa->arg, v)) {
 		xasprintf(why, "repository %.100s is not one this session may act on", v);
 		return -1;
 	}
 	return 0;
 }
 
-/* Checks for gh api: GET only, relative endpoint, allowed repositories, Accept headers. */
+/*
+ * Checks for gh api: GET only, relative endpoint, allowed repositories, Accept
+ * headers. Fields (-f/-F) and --input make gh default to POST, so they are taken
+ * only with an explicit -X GET (fields then become query parameters).
+ */
 static int
-gh_api(const struct session *s, char *const *argv, size_t argc, size_t start, char **why)
+gh_api(const struct profile_args *pa, char *const *argv, size_t argc, size_t start, char **why)
 {
 	static const char *const valued[] = { "-X", "--method", "-H", "--header", "-q", "--jq",
 	    "-t", "--template", "-p", "--preview", "--cache", NULL };
-	const char *endpoint = NULL, *v;
+	const char *endpoint = NULL, *v, *sends = NULL;
 	size_t i, k;
+	int get = 0;
 
 	for (i = start; i < argc; i++) {
 		const char *a = argv[i];
@@ -179,8 +157,11 @@ gh_api(const struct session *s, char *const *argv, size_t argc, size_t start, ch
 		}
 		if (gh_flag(a, "--field", "-F", &v) || gh_flag(a, "--raw-field", "-f", &v) ||
 		    gh_flag(a, "--input", NULL, &v)) {
-			xasprintf(why, "gh api may only read (GET): %s sends data", a);
-			return -1;
+			if (sends == NULL)
+				sends = a;
+			if (v == NULL)
+				i++;	/* its value */
+			continue;
 		}
 		if (gh_flag(a, "--method", "-X", &v)) {
 			if (v == NULL && i + 1 < argc)
@@ -190,6 +171,7 @@ gh_api(const struct session *s, char *const *argv, size_t argc, size_t start, ch
 				    v != NULL ? v : "(missing)");
 				return -1;
 			}
+			get = 1;
 			continue;
 		}
 		if (gh_flag(a, "--header", "-H", &v)) {
@@ -212,6 +194,11 @@ gh_api(const struct session *s, char *const *argv, size_t argc, size_t start, ch
 		}
 		if (endpoint == NULL)
 			endpoint = a;
+	}
+	if (sends != NULL && !get) {
+		xasprintf(why, "gh api may only read (GET): %.40s sends data, since gh then "
+		    "defaults to POST; add -X GET to pass fields as query parameters", sends);
+		return -1;
 	}
 	if (endpoint == NULL) {
 		*why = xstrdup("gh api needs an endpoint");
@@ -259,7 +246,7 @@ gh_api(const struct session *s, char *const *argv, size_t argc, size_t start, ch
 			}
 			memcpy(repo, o, (size_t)(end - o));
 			repo[end - o] = '\0';
-			if (!config_session_has_repo(s, repo)) {
+			if (!pa->repo_allowed(pa->arg, repo)) {
 				xasprintf(why, "repository %.100s is not one this session may act on", repo);
 				return -1;
 			}
@@ -291,7 +278,7 @@ gh_branch_ok(const char *b)
  * Returns 0 when the argument names no host or names an allowed one, else -1.
  */
 static int
-gh_host_arg(const struct session *s, const char *thost, const char *a, char **why)
+gh_host_arg(const struct profile_args *pa, const char *thost, const char *a, char **why)
 {
 	const char *p, *slash, *end;
 	char host[256], repo[256];
@@ -350,37 +337,249 @@ gh_host_arg(const struct session *s, const char *thost, const char *a, char **wh
 	repo[end - p] = '\0';
 	if (strlen(repo) > 4 && strcmp(repo + strlen(repo) - 4, ".git") == 0)
 		repo[strlen(repo) - 4] = '\0';
-	if (!config_session_has_repo(s, repo)) {
+	if (!pa->repo_allowed(pa->arg, repo)) {
 		xasprintf(why, "repository %.100s is not one this session may act on", repo);
 		return -1;
 	}
 	return 0;
 }
 
-/* Profile checks and repository context. */
-int
-gh_policy(const struct config *c, const struct session *s, const struct tool *t,
-    char *const *argv, size_t argc, struct policy_ctx *ctx, char **rule, char **why)
-{
-	static const struct { const char *lng, *shrt, *what; } denied[] = {
-		{ "--hostname", NULL, "the host is fixed by the bridge" },
-		{ "--web", "-w", "there is no browser on the bridge" },
-		{ "--editor", "-e", "there is no editor on the bridge; pass --body or --body-file -" },
-		{ "--browser", NULL, "there is no browser on the bridge" },
-	};
-	const char *words[2] = { NULL, NULL }, *v, *positional = NULL;
-	const char *thost = t->host != NULL ? t->host : "github.com";
-	size_t i, k, nwords = 0, api_at = 0;
-	int have_repo = 0, have_head = 0;
+/*
+ * Flags that run an expression or template inside gh, on the host: jq and Go
+ * templates can read gh's environment ($ENV, env) and transform what they read,
+ * so no redactor could recognise it. Refused on every subcommand, in every form.
+ * gh 2.23 spells --template -t except where -t is --title (title_cmds).
+ */
+static const struct {
+	const char	*lng, *shrt, *what;
+} gh_format_flags[] = {
+	{ "--jq", "-q", "jq expressions" },
+	{ "--template", "-t", "Go templates" },
+};
+static const char *const gh_title_cmds[][2] = {
+	{ "issue", "create" }, { "issue", "edit" }, { "pr", "create" }, { "pr", "edit" },
+};
 
+/*
+ * Flags whose value gh reads as a file (gh 2.23, the allowed subcommands). The
+ * file is the agent's: fetched from the sandbox, stored in the call's scratch
+ * directory, and the argument rewritten to the copy. "-" (stdin) stays as it is.
+ * GH_FILE_AT: the value is KEY=@PATH (gh api -F), other values are not files.
+ */
+#define GH_FILE_AT	0x1
+static const struct {
+	const char	*cmd, *sub;	/* sub NULL: any (gh api) */
+	const char	*lng, *shrt;
+	unsigned	 flags;
+} gh_file_flags[] = {
+	{ "issue", "create", "--body-file", "-F", 0 },
+	{ "issue", "create", "--recover", NULL, 0 },
+	{ "issue", "comment", "--body-file", "-F", 0 },
+	{ "issue", "edit", "--body-file", "-F", 0 },
+	{ "pr", "create", "--body-file", "-F", 0 },
+	{ "pr", "create", "--recover", NULL, 0 },
+	{ "pr", "comment", "--body-file", "-F", 0 },
+	{ "pr", "edit", "--body-file", "-F", 0 },
+	{ "pr", "review", "--body-file", "-F", 0 },
+	{ "api", NULL, "--field", "-F", GH_FILE_AT },
+	{ "api", NULL, "--input", NULL, 0 },
+};
+
+/* Flags refused on every subcommand, with what to do instead. */
+static const struct {
+	const char	*lng, *shrt, *what;
+} gh_denied_flags[] = {
+	{ "--hostname", NULL, "the host is fixed by the bridge" },
+	{ "--web", "-w", "there is no browser on the bridge" },
+	{ "--editor", "-e", "there is no editor on the bridge; pass --body or --body-file FILE" },
+	{ "--browser", NULL, "there is no browser on the bridge" },
+};
+
+/* Subcommands gh takes -R on; the profile adds -R for the context's repository. */
+static const char *const gh_takes_r[] = { "issue", "pr", "run", "workflow", "release",
+    "label" };
+
+/* The command words (gh ISSUE CREATE ...) the way the checks below find them. */
+static size_t
+gh_words(char *const *argv, size_t argc, const char *words[2])
+{
+	const char *v;
+	size_t i, n = 0;
+
+	for (i = 0; i < argc && n < 2; i++) {
+		if (gh_flag(argv[i], "--repo", "-R", &v)) {
+			if (v == NULL)
+				i++;
+			continue;
+		}
+		if (argv[i][0] != '-' && (n == 0 || strcmp(words[0], "api") != 0))
+			words[n++] = argv[i];
+		else if (n == 1 && strcmp(words[0], "api") == 0)
+			break;
+	}
+	return n;
+}
+
+/* Whether words are cmd [sub]. */
+static int
+gh_is(const char *const words[2], size_t nwords, const char *cmd, const char *sub)
+{
+	if (nwords < 1 || strcmp(words[0], cmd) != 0)
+		return 0;
+	return sub == NULL || (nwords == 2 && strcmp(words[1], sub) == 0);
+}
+
+/* Refuse --jq/-q/--template/-t (in any form) with the hint for the agent. */
+static int
+gh_format(const char *const words[2], size_t nwords, const char *a, char **rule, char **why)
+{
+	const char *v;
+	size_t k;
+	int title = 0;
+
+	for (k = 0; k < sizeof gh_title_cmds / sizeof gh_title_cmds[0]; k++)
+		title |= gh_is(words, nwords, gh_title_cmds[k][0], gh_title_cmds[k][1]);
+	for (k = 0; k < sizeof gh_format_flags / sizeof gh_format_flags[0]; k++) {
+		const char *shrt = gh_format_flags[k].shrt;
+
+		/* -q / -t stuck to a value (-q.x) counts too; -t is --title where gh says so. */
+		if (!gh_flag(a, gh_format_flags[k].lng, NULL, &v) &&
+		    !(a[0] == '-' && a[1] == shrt[1] && !(title && shrt[1] == 't')))
+			continue;
+		xasprintf(rule, "profile gh: %s", gh_format_flags[k].lng);
+		xasprintf(why, "%s/%s is refused on every gh command: %s run inside gh on the "
+		    "host, where they can read gh's environment. Use --json FIELDS (gh api "
+		    "prints JSON already) and pipe the output to jq in the sandbox, e.g. gh pr "
+		    "list --json number,title | jq -r '.[].title'", gh_format_flags[k].lng, shrt, gh_format_flags[k].what);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Record a file argument: argv[argi] from byte off on is a path gh would open.
+ * "-" is stdin and stays. Returns -1 with *why when it cannot be fetched.
+ */
+static int
+gh_file(struct policy_ctx *ctx, char *const *argv, size_t argi, size_t off, const char *flag,
+    char **why)
+{
+	const char *path = argv[argi] + off;
+	struct policy_file *f;
+
+	if (strcmp(path, "-") == 0)
+		return 0;
+	if (*path == '\0' || strlen(path) > REQ_MAX_PATH) {
+		xasprintf(why, "%s needs a file name of 1 to %d bytes", flag, REQ_MAX_PATH);
+		return -1;
+	}
+	if (ctx->nfiles >= POLICY_FILES_MAX) {
+		xasprintf(why, "at most %d file arguments per command; put the text in fewer "
+		    "files", POLICY_FILES_MAX);
+		return -1;
+	}
+	f = &ctx->files[ctx->nfiles++];
+	f->argi = argi;
+	f->off = off;
+	f->path = xstrdup(path);
+	f->flag = flag;
+	return 0;
+}
+
+/* Find the file arguments of this command (gh_file_flags) and record them in ctx. */
+static int
+gh_files(const char *const words[2], size_t nwords, char *const *argv, size_t argc,
+    struct policy_ctx *ctx, char **why)
+{
+	const char *v;
+	size_t i, k;
+
+	for (i = 0; i < argc; i++) {
+		for (k = 0; k < sizeof gh_file_flags / sizeof gh_file_flags[0]; k++) {
+			size_t argi = i, off;
+			const char *at;
+
+			if (!gh_is(words, nwords, gh_file_flags[k].cmd, gh_file_flags[k].sub) ||
+			    !gh_flag(argv[i], gh_file_flags[k].lng, gh_file_flags[k].shrt, &v))
+				continue;
+			if (v == NULL) {
+				/* Last: it would take an argument the profile appends (--head). */
+				if (i + 1 >= argc) {
+					xasprintf(why, "%s needs a file name", gh_file_flags[k].lng);
+					return -1;
+				}
+				argi = ++i;
+				off = 0;
+			} else
+				off = (size_t)(v - argv[i]);
+			if (gh_file_flags[k].flags & GH_FILE_AT) {
+				/* KEY=@PATH reads PATH; other values are plain strings. */
+				at = strchr(argv[argi] + off, '=');
+				if (at == NULL || at[1] != '@')
+					break;
+				off = (size_t)(at + 2 - argv[argi]);
+			}
+			if (gh_file(ctx, argv, argi, off, gh_file_flags[k].lng, why) != 0)
+				return -1;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* Whether argv[i] is the value of a file argument (recorded from index first on). */
+static int
+gh_is_file(const struct policy_ctx *ctx, size_t first, size_t i)
+{
+	size_t k;
+
+	for (k = first; k < ctx->nfiles; k++) {
+		if (ctx->files[k].argi == i)
+			return 1;
+	}
+	return 0;
+}
+
+/* Free the file list of a scratch context. */
+static void
+gh_files_free(struct policy_ctx *ctx)
+{
+	while (ctx->nfiles > 0)
+		free(ctx->files[--ctx->nfiles].path);
+}
+
+/* Profile checks, file arguments and repository context. */
+static int
+gh_check(const struct profile_args *pa, struct policy_ctx *ctx, char **rule, char **why)
+{
+	char *const *argv = pa->argv;
+	size_t argc = pa->argc;
+	const char *words[2] = { NULL, NULL }, *cmd[2] = { NULL, NULL }, *v, *positional = NULL;
+	const char *thost = pa->host != NULL ? pa->host : GH_DEFAULT_HOST;
+	size_t i, k, nwords = 0, ncmd, api_at = 0, first;
+	int have_repo = 0, have_head = 0;
+	struct policy_ctx tmp;
+
+	ncmd = gh_words(argv, argc, cmd);
+	memset(&tmp, 0, sizeof tmp);
+	if (ctx == NULL)
+		ctx = &tmp;	/* a check without outputs (--check, fuzzers) */
+	first = ctx->nfiles;
+	if (gh_files(cmd, ncmd, argv, argc, ctx, why) != 0) {
+		*rule = xstrdup("profile gh: file arguments");
+		goto bad;
+	}
 	for (i = 0; i < argc; i++) {
 		const char *a = argv[i];
 
-		/* gh api endpoints get their own, clearer check (gh_api). */
+		/*
+		 * gh api endpoints get their own, clearer check (gh_api); file names are
+		 * opened in the sandbox, never taken as locators.
+		 */
 		if (a[0] != '-' && !(nwords >= 1 && strcmp(words[0], "api") == 0) &&
-		    gh_host_arg(s, thost, a, why) != 0) {
+		    !gh_is_file(ctx, first, i) && gh_host_arg(pa, thost, a, why) != 0) {
 			*rule = xstrdup("profile gh: hosts");
-			return -1;
+			goto bad;
 		}
 		/*
 		 * Every argument is checked, "--" included: gh (pflag) takes "--" as the
@@ -388,14 +587,18 @@ gh_policy(const struct config *c, const struct session *s, const struct tool *t,
 		 * value flag as its value whatever it looks like, so a check that skips
 		 * either can be walked around. Refusing a few odd values is the price.
 		 */
-		for (k = 0; k < sizeof denied / sizeof denied[0]; k++) {
-			if (gh_flag(a, denied[k].lng, NULL, &v) ||
-			    (denied[k].shrt != NULL && strcmp(a, denied[k].shrt) == 0)) {
-				xasprintf(rule, "profile gh: %s", denied[k].lng);
-				xasprintf(why, "%s is refused: %s", denied[k].lng, denied[k].what);
-				return -1;
+		for (k = 0; k < sizeof gh_denied_flags / sizeof gh_denied_flags[0]; k++) {
+			if (gh_flag(a, gh_denied_flags[k].lng, NULL, &v) ||
+			    (gh_denied_flags[k].shrt != NULL &&
+			    strcmp(a, gh_denied_flags[k].shrt) == 0)) {
+				xasprintf(rule, "profile gh: %s", gh_denied_flags[k].lng);
+				xasprintf(why, "%s is refused: %s", gh_denied_flags[k].lng,
+				    gh_denied_flags[k].what);
+				goto bad;
 			}
 		}
+		if (gh_format(cmd, ncmd, a, rule, why) != 0)
+			goto bad;
 		/*
 		 * Short flags must stand alone ("-L 10", not "-L10" or "-dw"): pflag reads
 		 * "-abc" as a cluster whose letters may hide -w, -e, -X or -R, and which
@@ -407,16 +610,16 @@ gh_policy(const struct config *c, const struct session *s, const struct tool *t,
 			*rule = xstrdup("profile gh: combined flags");
 			xasprintf(why, "combined or stuck short flags (%.20s) are refused; write "
 			    "each flag and its value separately (-L 10, not -L10)", a);
-			return -1;
+			goto bad;
 		}
 		if (gh_flag(a, "--repo", "-R", &v)) {
 			if (v == NULL && i + 1 < argc)
 				v = argv[++i];
-			if (v == NULL || gh_repo_arg(s, v, why) != 0) {
+			if (v == NULL || gh_repo_arg(pa, v, why) != 0) {
 				if (*why == NULL)
 					*why = xstrdup("-R/--repo needs OWNER/REPO");
 				*rule = xstrdup("profile gh: -R/--repo");
-				return -1;
+				goto bad;
 			}
 			have_repo = 1;
 			continue;
@@ -433,64 +636,50 @@ gh_policy(const struct config *c, const struct session *s, const struct tool *t,
 	}
 	/* gh repo view takes the repository as an argument (it has no -R). */
 	if (nwords == 2 && strcmp(words[0], "repo") == 0 && strcmp(words[1], "view") == 0 &&
-	    positional != NULL && gh_repo_arg(s, positional, why) != 0) {
+	    positional != NULL && gh_repo_arg(pa, positional, why) != 0) {
 		*rule = xstrdup("profile gh: repo view");
-		return -1;
+		goto bad;
 	}
 	if (nwords >= 1 && strcmp(words[0], "api") == 0 &&
-	    gh_api(s, argv, argc, api_at, why) != 0) {
+	    gh_api(pa, argv, argc, api_at, why) != 0) {
 		*rule = xstrdup("profile gh: api");
-		return -1;
+		goto bad;
 	}
-	if (ctx == NULL)
+	if (ctx == &tmp) {
+		gh_files_free(&tmp);
 		return 0;
+	}
 	if (!have_repo) {
-		char *host = NULL, *owner = NULL, *name = NULL;
-		const char *uwhy;
-
-		if (ctx->remote_url != NULL &&
-		    gitop_parse_url(ctx->remote_url, &host, &owner, &name, &uwhy) == 0) {
-			if (config_git_host(c, host) == NULL && strcasecmp(host, thost) != 0) {
+		if (pa->ctx_repo != NULL && pa->ctx_host != NULL) {
+			if (!pa->ctx_host_served) {
 				*rule = xstrdup("profile gh: repository context");
 				xasprintf(why, "this directory's repository is on %s, which this "
-				    "bridge does not serve; use -R OWNER/REPO", host);
-				free(host);
-				free(owner);
-				free(name);
-				return -1;
+				    "bridge does not serve; use -R OWNER/REPO", pa->ctx_host);
+				goto bad;
 			}
-			xasprintf(&ctx->repo, "%s/%s", owner, name);
-			if (!config_session_has_repo(s, ctx->repo)) {
+			ctx->repo = xstrdup(pa->ctx_repo);
+			if (!pa->repo_allowed(pa->arg, ctx->repo)) {
 				*rule = xstrdup("profile gh: repository context");
 				xasprintf(why, "this directory's repository (%s) is not one this "
 				    "session may act on", ctx->repo);
-				free(host);
-				free(owner);
-				free(name);
-				return -1;
+				goto bad;
 			}
-		} else if (s->nrepos == 1)
-			ctx->repo = xstrdup(s->repos[0]);
-		free(host);
-		free(owner);
-		free(name);
+		} else if (pa->only_repo != NULL)
+			ctx->repo = xstrdup(pa->only_repo);
 	}
 	if (nwords == 2 && strcmp(words[0], "pr") == 0 && strcmp(words[1], "create") == 0 &&
-	    !have_head && gh_branch_ok(ctx->branch)) {
-		ctx->head = xstrdup(ctx->branch);
+	    !have_head && gh_branch_ok(pa->branch)) {
+		ctx->head = xstrdup(pa->branch);
 		ctx->extra[ctx->nextra++] = xstrdup("--head");
-		ctx->extra[ctx->nextra++] = xstrdup(ctx->branch);
+		ctx->extra[ctx->nextra++] = xstrdup(pa->branch);
 	}
 	/*
 	 * gh resolves GH_REPO through git remotes for some commands (pr create), and
 	 * it runs in an empty directory: pass the repository as -R where gh takes it.
 	 */
 	if (ctx->repo != NULL && nwords >= 1) {
-		static const char *const takes_r[] = { "issue", "pr", "run", "workflow",
-		    "release", "label", NULL };
-
-		for (k = 0; takes_r[k] != NULL; k++) {
-			if (strcmp(words[0], takes_r[k]) == 0 && nwords == 2) {
+		for (k = 0; k < sizeof gh_takes_r / sizeof gh_takes_r[0]; k++) {
+			if (strcmp(words[0], gh_takes_r[k]) == 0 && nwords == 2) {
 				ctx->extra[ctx->nextra++] = xstrdup("-R");
 				ctx->extra[ctx->nextra++] = xstrdup(ctx->repo);
 				break;
@@ -501,7 +690,54 @@ gh_policy(const struct config *c, const struct session *s, const struct tool *t,
 			ctx->extra[ctx->nextra++] = xstrdup(ctx->repo);
 	}
 	return 0;
+
+bad:
+	gh_files_free(&tmp);
+	return -1;
 }
+
+/*
+ * The variable gh 2.23 reads its token from for a host: GH_TOKEN for github.com
+ * (and its subdomains, and github.localhost), GH_ENTERPRISE_TOKEN for any other
+ * host (ghinstance.IsEnterprise). With only GH_TOKEN set, gh sends an enterprise
+ * host no token at all.
+ */
+static const char *
+gh_secret_var(const char *host)
+{
+	size_t n;
+
+	if (host == NULL)
+		host = GH_DEFAULT_HOST;
+	n = strlen(host);
+	if (strcasecmp(host, "github.com") == 0 || strcasecmp(host, "github.localhost") == 0 ||
+	    (n > 11 && strcasecmp(host + n - 11, ".github.com") == 0) ||
+	    (n > 17 && strcasecmp(host + n - 17, ".github.localhost") == 0))
+		return "GH_TOKEN";
+	return "GH_ENTERPRISE_TOKEN";
+}
+
+/* gh's fixed variables: no prompts, pagers, editors, browsers or update checks. */
+static const struct {
+	const char	*var, *value;
+} gh_env_fixed[] = {
+	{ "GH_PROMPT_DISABLED", "1" }, { "GH_NO_UPDATE_NOTIFIER", "1" },
+	{ "GH_NO_EXTENSION_UPDATE_NOTIFIER", "1" }, { "GH_SPINNER_DISABLED", "1" },
+	{ "GH_PAGER", "cat" }, { "PAGER", "cat" }, { "GIT_PAGER", "cat" },
+	{ "GH_EDITOR", "/bin/false" }, { "EDITOR", "/bin/false" }, { "VISUAL", "/bin/false" },
+	{ "GH_BROWSER", "/bin/false" }, { "BROWSER", "/bin/false" },
+	{ "GIT_TERMINAL_PROMPT", "0" }, { "GIT_CONFIG_NOSYSTEM", "1" },
+	{ "GIT_CONFIG_GLOBAL", "/dev/null" },
+};
+
+/* gh's per-call directories, all inside the call's scratch directory. */
+static const struct {
+	const char	*var, *sub;
+} gh_env_dirs[] = {
+	{ "GH_CONFIG_DIR", ".config/gh" }, { "XDG_CONFIG_HOME", ".config" },
+	{ "XDG_CACHE_HOME", ".cache" }, { "XDG_DATA_HOME", ".local/share" },
+	{ "XDG_STATE_HOME", ".local/state" },
+};
 
 /* Set one variable (helper for brevity). */
 static void
@@ -511,40 +747,26 @@ gh_set(struct envbuild *e, const char *k, const char *v)
 }
 
 /* gh's environment: private config per call, no interaction of any kind. */
-void
-gh_env(const struct tool *t, const char *scratch, const struct policy_ctx *ctx,
-    struct envbuild *e)
+static void
+gh_env(const char *host, const char *ca_file, const char *scratch,
+    const struct policy_ctx *ctx, struct envbuild *e)
 {
-	static const struct { const char *var, *sub; } dirs[] = {
-		{ "GH_CONFIG_DIR", ".config/gh" }, { "XDG_CONFIG_HOME", ".config" },
-		{ "XDG_CACHE_HOME", ".cache" }, { "XDG_DATA_HOME", ".local/share" },
-		{ "XDG_STATE_HOME", ".local/state" },
-	};
-	const char *host = t->host != NULL ? t->host : "github.com";
 	size_t i;
 	char *p;
 
+	if (host == NULL)
+		host = GH_DEFAULT_HOST;
 	gh_set(e, "GH_HOST", host);
-	for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-		xasprintf(&p, "%s/%s", scratch, dirs[i].sub);
-		gh_set(e, dirs[i].var, p);
+	for (i = 0; i < sizeof gh_env_dirs / sizeof gh_env_dirs[0]; i++) {
+		xasprintf(&p, "%s/%s", scratch, gh_env_dirs[i].sub);
+		gh_set(e, gh_env_dirs[i].var, p);
 		free(p);
 	}
-	gh_set(e, "GH_PROMPT_DISABLED", "1");
-	gh_set(e, "GH_NO_UPDATE_NOTIFIER", "1");
-	gh_set(e, "GH_NO_EXTENSION_UPDATE_NOTIFIER", "1");
-	gh_set(e, "GH_SPINNER_DISABLED", "1");
-	gh_set(e, "GH_PAGER", "cat");
-	gh_set(e, "PAGER", "cat");
-	gh_set(e, "GIT_PAGER", "cat");
-	gh_set(e, "GH_EDITOR", "/bin/false");
-	gh_set(e, "EDITOR", "/bin/false");
-	gh_set(e, "VISUAL", "/bin/false");
-	gh_set(e, "GH_BROWSER", "/bin/false");
-	gh_set(e, "BROWSER", "/bin/false");
-	gh_set(e, "GIT_TERMINAL_PROMPT", "0");
-	gh_set(e, "GIT_CONFIG_NOSYSTEM", "1");
-	gh_set(e, "GIT_CONFIG_GLOBAL", "/dev/null");
+	for (i = 0; i < sizeof gh_env_fixed / sizeof gh_env_fixed[0]; i++)
+		gh_set(e, gh_env_fixed[i].var, gh_env_fixed[i].value);
+	/* The host's own CA (GitHub Enterprise Server, tests): gh's Go TLS reads it. */
+	if (ca_file != NULL)
+		gh_set(e, "SSL_CERT_FILE", ca_file);
 	/* gh api fills {owner}/{repo} from GH_REPO. */
 	if (ctx != NULL && ctx->repo != NULL) {
 		xasprintf(&p, "%s/%s", host, ctx->repo);
@@ -565,7 +787,7 @@ gh_vercmp(int a0, int a1, int a2, int b0, int b1, int b2)
 }
 
 /* Run "gh --version" (admin-driven --check only) and compare with 2.63.1. */
-char *
+static char *
 gh_version_warning(const char *path)
 {
 	char buf[256], *w = NULL;
@@ -603,3 +825,19 @@ gh_version_warning(const char *path)
 		    "the known token-leak CVEs; upgrade gh", path, v0, v1, v2);
 	return w;
 }
+
+/* The gh profile. */
+const struct profile profile_gh = {
+	.name = "gh",
+	.keys = PROFILE_KEY_HOST | PROFILE_KEY_CA_FILE,
+	.default_host = GH_DEFAULT_HOST,
+	.rules = gh_rules,
+	.nrules = sizeof gh_rules / sizeof gh_rules[0],
+	.help = "gh issue and pr list/view/create/comment/edit/close/reopen, "
+	    "pr diff/checks/review/ready, repo view, run/workflow/release list/view, "
+	    "search, and gh api GET on relative paths",
+	.secret_var = gh_secret_var,
+	.check = gh_check,
+	.env = gh_env,
+	.version_warning = gh_version_warning,
+};
