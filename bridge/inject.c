@@ -985,6 +985,13 @@ inject_new(struct event_base *base, int listen_fd, const struct inject_target *t
 			goto fail;
 		}
 		SSL_CTX_set_verify(inj->ssl_ctx, SSL_VERIFY_PEER, NULL);
+		/*
+		 * Servers that end a close-delimited answer without close_notify: OpenSSL 3
+		 * calls that an error, libevent 2.1 then drops the answer's end. Treat it as
+		 * EOF (as allow_dirty_shutdown intends); length-delimited bodies are still
+		 * checked for completeness by evhttp.
+		 */
+		SSL_CTX_set_options(inj->ssl_ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 		if (t->ca_file != NULL ?
 		    SSL_CTX_load_verify_locations(inj->ssl_ctx, t->ca_file, NULL) != 1 :
 		    SSL_CTX_set_default_verify_paths(inj->ssl_ctx) != 1) {
