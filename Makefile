@@ -52,7 +52,7 @@ FUZZERS    := $(patsubst tests/fuzz/%.c,$(B)/fuzzers/%,$(FUZZ_SRC))
 BENCHES    := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
 .PHONY: all test unit integration fuzz fuzz-build bench demo install uninstall clean san valgrind check-scripts \
-	deps deps-shim deps-test deps-fuzz
+	deps deps-shim deps-test deps-fuzz tools
 
 # Dependencies, checked before anything is compiled, so a machine without them gets one
 # line naming the Debian packages to install instead of a compiler error. Each entry is
@@ -160,13 +160,14 @@ $(B)/tools/san/injectd: tests/tools/injectd.c bridge/inject.c $(INJECT_POLICY) $
 	$(CC) $(BASECFLAGS) $(INJECT_INC) $(SANFLAGS) -o $@ tests/tools/injectd.c bridge/inject.c $(INJECT_POLICY) $(filter-out bridge/inject.c,$(BRIDGE_SRC)) $(COMMON_SRC) $(LIBS)
 
 unit: $(UNITS) $(SANUNITS)
+tools: $(B)/tools/injectd $(B)/tools/san/injectd
 fuzz-build: $(FUZZERS)
 
 # The README's test command. Installs its own dependencies, then runs everything and
 # ends with one summary line "N passed, N failed".
 test:
 	sh tests/deps.sh
-	$(MAKE) -j$(JOBS) all san unit fuzz-build
+	$(MAKE) -j$(JOBS) all san unit fuzz-build tools
 	bash tests/run-all
 
 valgrind: all
@@ -176,7 +177,7 @@ FUZZ_SECONDS ?= 60
 fuzz: fuzz-build
 	bash tests/fuzz/run $(FUZZ_SECONDS)
 
-bench: all $(BENCHES)
+bench: all tools $(BENCHES)
 	bash bench/run
 
 demo:
