@@ -18,13 +18,6 @@ SANFLAGS   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-s
 B          := build
 COMMON_SRC := $(wildcard common/*.c)
 BRIDGE_SRC := $(filter-out bridge/main.c,$(wildcard bridge/*.c))
-# INTERIM: the injector needs the HTTP policy (helper "httppolicy"); until
-# bridge/httppolicy.c is on main it is left out of every program (nothing calls it yet).
-ifeq ($(wildcard bridge/httppolicy.c),)
-BRIDGE_SRC := $(filter-out bridge/inject.c,$(BRIDGE_SRC))
-INJECT_POLICY := tests/tools/httppolicy_stub.c
-INJECT_INC := -Itests/tools
-endif
 SHIM_SRC   := $(wildcard shim/*.c)
 GIT_SRC    := $(wildcard gitserve/*.c)
 ADMIN_SRC  := $(wildcard admin/*.c)
@@ -152,12 +145,12 @@ $(B)/bench/%: $(call obj,bench/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC))
 	$(CC) -o $@ $^ $(LIBS)
 
 # The injector standalone, for tests and the bench (tests/tools/injectd.c).
-$(B)/tools/injectd: tests/tools/injectd.c bridge/inject.c $(INJECT_POLICY) $(filter-out bridge/inject.c,$(BRIDGE_SRC)) $(COMMON_SRC) $(HDRS) tests/tools/httppolicy.h
+$(B)/tools/injectd: $(call obj,tests/tools/injectd.c $(BRIDGE_SRC) $(COMMON_SRC))
 	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) $(INJECT_INC) $(CFLAGS) -o $@ tests/tools/injectd.c bridge/inject.c $(INJECT_POLICY) $(filter-out bridge/inject.c,$(BRIDGE_SRC)) $(COMMON_SRC) $(LIBS)
-$(B)/tools/san/injectd: tests/tools/injectd.c bridge/inject.c $(INJECT_POLICY) $(filter-out bridge/inject.c,$(BRIDGE_SRC)) $(COMMON_SRC) $(HDRS) tests/tools/httppolicy.h
+	$(CC) -o $@ $^ $(LIBS)
+$(B)/tools/san/injectd: $(call sobj,tests/tools/injectd.c $(BRIDGE_SRC) $(COMMON_SRC))
 	@mkdir -p $(dir $@)
-	$(CC) $(BASECFLAGS) $(INJECT_INC) $(SANFLAGS) -o $@ tests/tools/injectd.c bridge/inject.c $(INJECT_POLICY) $(filter-out bridge/inject.c,$(BRIDGE_SRC)) $(COMMON_SRC) $(LIBS)
+	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
 
 unit: $(UNITS) $(SANUNITS)
 tools: $(B)/tools/injectd $(B)/tools/san/injectd
