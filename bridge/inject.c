@@ -9,8 +9,9 @@
  * has returned, and keeps a downstream request that we have not answered yet
  * (detached from its connection if the tool went away) until we answer it.
  */
-#include <sys/socket.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -139,8 +140,109 @@ inject_memory_init(void)
 	event_set_mem_functions(malloc, inject_realloc_wipe, inject_free_wipe);
 }
 
+/*
+ * TLS client contexts by CA file (NULL: the system store), kept across injectors:
+ * loading the system store takes tens of milliseconds, and gh gets an injector per
+ * call. An entry is reused while its file's identity, size and mtime are unchanged.
+ */
+#define INJECT_CTX_CACHE 8
+static struct inject_ctx_entry {
+	char		*path;		/* NULL: unused */
+	dev_t		 dev;
+	ino_t		 ino;
+	off_t		 size;
+	struct timespec	 mtime;
+	SSL_CTX		*ctx;		/* one reference held here */
+} inject_ctx_cache[INJECT_CTX_CACHE];
+
+static void	inject_cause(char **, const char *, ...)
+		    __attribute__((format(printf, 2, 3)));
+
+/* A new client context trusting ca_file (NULL: the system store); NULL and *cause. */
+static SSL_CTX *
+inject_ssl_ctx_new(const char *ca_file, char **cause)
+{
+	SSL_CTX	*ctx;
+	char	 s[256];
+
+	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL ||
+	    !SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION)) {
+		SSL_CTX_free(ctx);
+		inject_cause(cause, "cannot create a TLS context");
+		return NULL;
+	}
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	/*
+	 * Servers that end a close-delimited answer without close_notify: OpenSSL 3
+	 * calls that an error, libevent 2.1 then drops the answer's end. Treat it as
+	 * EOF (as allow_dirty_shutdown intends); length-delimited bodies are still
+	 * checked for completeness by evhttp.
+	 */
+	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	if (ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1 :
+	    SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		ERR_error_string_n(ERR_get_error(), s, sizeof s);
+		ERR_clear_error();
+		inject_cause(cause, "cannot load CA certificates from %s: %s",
+		    ca_file != NULL ? ca_file : "the system store", s);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+/* A client context for ca_file from the cache, or made and cached; a new reference. */
+static SSL_CTX *
+inject_ssl_ctx(const char *ca_file, char **cause)
+{
+	struct inject_ctx_entry	*e, *slot = NULL;
+	const char		*path = ca_file != NULL ? ca_file : X509_get_default_cert_file();
+	struct stat		 st;
+	SSL_CTX			*ctx;
+	size_t			 i;
+
+	if (stat(path, &st) != 0)
+		memset(&st, 0, sizeof st);	/* e.g. no bundle file: the hashed dir only */
+	for (i = 0; i < INJECT_CTX_CACHE; i++) {
+		e = &inject_ctx_cache[i];
+		if (e->path == NULL) {
+			if (slot == NULL)
+				slot = e;
+			continue;
+		}
+		if (strcmp(e->path, ca_file != NULL ? ca_file : "") != 0)
+			continue;
+		if (e->dev == st.st_dev && e->ino == st.st_ino && e->size == st.st_size &&
+		    e->mtime.tv_sec == st.st_mtim.tv_sec &&
+		    e->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+			SSL_CTX_up_ref(e->ctx);
+			return e->ctx;
+		}
+		slot = e;	/* changed: replace it */
+		break;
+	}
+	if ((ctx = inject_ssl_ctx_new(ca_file, cause)) == NULL)
+		return NULL;
+	if (slot == NULL)
+		slot = &inject_ctx_cache[st.st_ino % INJECT_CTX_CACHE];
+	if (slot->path != NULL) {
+		free(slot->path);
+		SSL_CTX_free(slot->ctx);
+		slot->path = NULL;
+	}
+	if ((slot->path = strdup(ca_file != NULL ? ca_file : "")) == NULL)
+		return ctx;	/* not cached */
+	slot->dev = st.st_dev;
+	slot->ino = st.st_ino;
+	slot->size = st.st_size;
+	slot->mtime = st.st_mtim;
+	slot->ctx = ctx;
+	SSL_CTX_up_ref(ctx);
+	return ctx;
+}
+
 /* Fill *cause with a formatted message (NULL if out of memory). */
-static void __attribute__((format(printf, 2, 3)))
+static void
 inject_cause(char **cause, const char *fmt, ...)
 {
 	va_list	 ap;
@@ -386,7 +488,7 @@ inject_up_header_cb(struct evhttp_request *up, void *arg)
 	if (code == 401)
 		ex->inj->n401++;
 	if (ex->down == NULL || evhttp_request_get_connection(ex->down) == NULL) {
-		ex->up = NULL;	/* libevent fails and frees it; the done callback is not run */
+		/* libevent fails the request: the done callback runs with NULL, then frees it. */
 		inject_reap(ex);
 		return -1;
 	}
@@ -978,32 +1080,8 @@ inject_new(struct event_base *base, int listen_fd, const struct inject_target *t
 			}
 	if (inject_parse_upstream(inj, t->upstream, cause) != 0)
 		goto fail;
-	if (inj->up_tls) {
-		if ((inj->ssl_ctx = SSL_CTX_new(TLS_client_method())) == NULL ||
-		    !SSL_CTX_set_min_proto_version(inj->ssl_ctx, TLS1_2_VERSION)) {
-			inject_cause(cause, "cannot create a TLS context");
-			goto fail;
-		}
-		SSL_CTX_set_verify(inj->ssl_ctx, SSL_VERIFY_PEER, NULL);
-		/*
-		 * Servers that end a close-delimited answer without close_notify: OpenSSL 3
-		 * calls that an error, libevent 2.1 then drops the answer's end. Treat it as
-		 * EOF (as allow_dirty_shutdown intends); length-delimited bodies are still
-		 * checked for completeness by evhttp.
-		 */
-		SSL_CTX_set_options(inj->ssl_ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
-		if (t->ca_file != NULL ?
-		    SSL_CTX_load_verify_locations(inj->ssl_ctx, t->ca_file, NULL) != 1 :
-		    SSL_CTX_set_default_verify_paths(inj->ssl_ctx) != 1) {
-			char	 s[256];
-
-			ERR_error_string_n(ERR_get_error(), s, sizeof s);
-			inject_cause(cause, "cannot load CA certificates from %s: %s",
-			    t->ca_file != NULL ? t->ca_file : "the system store", s);
-			ERR_clear_error();
-			goto fail;
-		}
-	}
+	if (inj->up_tls && (inj->ssl_ctx = inject_ssl_ctx(t->ca_file, cause)) == NULL)
+		goto fail;
 	if ((inj->http = evhttp_new(base)) == NULL) {
 		inject_cause(cause, "cannot create the HTTP server");
 		goto fail;
