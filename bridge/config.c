@@ -346,7 +346,7 @@ static int
 parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 {
 	static const char *const keys[] = { "path", "profile", "cwd", "rules", "deny_args",
-	    "env", "secrets", "timeout", "output_limit", "help", "host", NULL };
+	    "env", "secrets", "timeout", "output_limit", "help", "host", "ca_file", NULL };
 	char *where = at("tools", name), *s = NULL, *w = NULL;
 	long long v;
 	json_t *rules, *e, *env;
@@ -408,6 +408,12 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 		goto out;
 	if (t->host != NULL && t->profile != PROFILE_GH) {
 		lerr(l, where, "\"host\" is for tools with the gh profile");
+		goto out;
+	}
+	if (get_str(l, obj, where, "ca_file", &t->ca_file) != 0)
+		goto out;
+	if (t->ca_file != NULL && (t->profile != PROFILE_GH || t->ca_file[0] != '/')) {
+		lerr(l, where, "\"ca_file\" is an absolute path, for tools with the gh profile");
 		goto out;
 	}
 	if (get_strv(l, obj, where, "deny_args", 256, &t->deny_args, &t->ndeny_args) != 0)
@@ -1162,6 +1168,7 @@ config_unref(struct config *c)
 		free(t->path);
 		free(t->help);
 		free(t->host);
+		free(t->ca_file);
 	}
 	free(c->tools);
 	for (i = 0; i < c->nsecrets; i++)

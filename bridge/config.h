@@ -57,6 +57,7 @@ struct tool {
 	uint64_t	  output_limit;	/* bytes of stdout+stderr */
 	char		 *help;		/* one line for "what you may run" */
 	char		 *host;		/* gh profile: the GitHub host gh talks to */
+	char		 *ca_file;	/* gh profile: CAs the injector trusts for host, or NULL */
 };
 
 struct git_host {
