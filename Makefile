@@ -27,9 +27,9 @@ BENCH_SRC  := $(wildcard bench/*.c)
 HDRS       := $(wildcard common/*.h bridge/*.h shim/*.h gitserve/*.h admin/*.h)
 LIB_SRC    := $(COMMON_SRC) bridge/redact.c
 DAEMON_SRC := $(filter-out bridge/redact.c,$(BRIDGE_SRC))
-# The daemon's own modules: loop, peers, jobs, ops, renewals.
+# The daemon's own modules: loop, peers, jobs, ops, renewals, the credential injector.
 DAEMON_ONLY := bridge/server.c bridge/conn.c bridge/job.c bridge/ops.c bridge/renew.c \
-	      $(wildcard bridge/op-*.c)
+	      bridge/inject.c bridge/ghinject.c $(wildcard bridge/op-*.c)
 ADMIN_BRIDGE := $(filter-out $(DAEMON_ONLY),$(DAEMON_SRC))
 
 # Object sets: normal ($(B)/o), sanitized ($(B)/san), fuzzing ($(B)/fuzz).
@@ -52,8 +52,8 @@ BENCHES    := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 # NAME:DEBIAN-PACKAGE, NAME a pkg-config module (DEP_*_PC) or a command (DEP_*_CMD).
 # To add one, append it here (and to tests/deps.sh).
 PKG_CONFIG      ?= pkg-config
-DEP_BUILD_PC    := libevent:libevent-dev jansson:libjansson-dev libsodium:libsodium-dev \
-                   libcurl:libcurl4-openssl-dev
+DEP_BUILD_PC    := libevent:libevent-dev libevent_openssl:libevent-dev libssl:libssl-dev \
+                   jansson:libjansson-dev libsodium:libsodium-dev libcurl:libcurl4-openssl-dev
 DEP_BUILD_CMD   := $(CC):build-essential
 DEP_SHIM_CMD    := $(MUSLCC):musl-tools
 DEP_TEST_PC     := cmocka:libcmocka-dev
