@@ -7,6 +7,7 @@
 # the same way (Basic auth) to tests/fixtures/githttp.py over HTTPS.
 # Run under the suite lock: flock /tmp/sb-itest.lock bats tests/integration/inject.bats
 
+bats_require_minimum_version 1.5.0
 load lib
 
 REPO=o/r
@@ -44,6 +45,9 @@ teardown_file() {
 	done
 	sb_fakegh_stop
 	[ -d "$SB_DIR/git/srv" ] && sb_fakegh_kill "$SB_DIR/git/srv"
+	for f in "$SB_DIR"/hang/*.pid; do
+		[ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null
+	done
 	# The sanitized injector must have exited cleanly (no leak or error report).
 	if grep -l -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$SB_DIR"/*.injerr \
 		2>/dev/null; then
@@ -327,4 +331,30 @@ s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(open(sys.argv[2], "rb").read())
 print(s.recv(65536).decode("latin-1"))' "$port" "$SB_DIR/gitauth"
 	[[ $output == "HTTP/1.1 403"* ]]
+}
+
+@test "stopping the injector with a request in flight: audited with status 0, freed cleanly" {
+	local d=$SB_DIR/hang port
+	mkdir -p "$d"
+	# An upstream that accepts and never answers.
+	"$PY" -c 'import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(5)
+print(s.getsockname()[1], flush=True); time.sleep(60)' >"$d/port" </dev/null 2>/dev/null 3>&- &
+	echo $! >"$d/blackhole.pid"
+	sb_wait_for 10 test -s "$d/port"
+	port=$(cat "$d/port")
+	inj_start hang --upstream "http://127.0.0.1:$port" --host h --placeholder "$PH" --repo "$REPO"
+	"$PY" -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall(b"GET /api/v3/user HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"); time.sleep(3)' \
+		"$SB_DIR/hang.sock" </dev/null 3>&- &
+	echo $! >"$d/client.pid"
+	sleep 1
+	kill -TERM "$(cat "$SB_DIR/hang.injpid")"
+	sb_wait_for 10 eval "! kill -0 $(cat "$SB_DIR/hang.injpid") 2>/dev/null"
+	kill "$(cat "$d/blackhole.pid")" "$(cat "$d/client.pid")" 2>/dev/null || true
+	run cat "$SB_DIR/hang.audit"
+	[[ $output == *'"summary":"GET /api/v3/user","status":0'* ]]
+	[[ $output == *'the call ended before the answer was complete'* ]]
+	run ! grep -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$SB_DIR/hang.injerr"
 }
