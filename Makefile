@@ -11,7 +11,7 @@ BASECFLAGS := -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -Icommo
 CFLAGS     ?= -O2 -g
 HARDEN     := -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fPIE
 LDHARDEN   := -pie -Wl,-z,relro,-z,now
-LIBS       := -levent -ljansson -lsodium
+LIBS       := -levent -levent_openssl -lssl -lcrypto -ljansson -lsodium
 ADMIN_LIBS := -lcurl
 SANFLAGS   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -27,9 +27,9 @@ BENCH_SRC  := $(wildcard bench/*.c)
 HDRS       := $(wildcard common/*.h bridge/*.h shim/*.h gitserve/*.h admin/*.h)
 LIB_SRC    := $(COMMON_SRC) bridge/redact.c
 DAEMON_SRC := $(filter-out bridge/redact.c,$(BRIDGE_SRC))
-# The daemon's own modules: loop, peers, jobs, ops, renewals.
+# The daemon's own modules: loop, peers, jobs, ops, renewals, the credential injector.
 DAEMON_ONLY := bridge/server.c bridge/conn.c bridge/job.c bridge/ops.c bridge/renew.c \
-	      $(wildcard bridge/op-*.c)
+	      bridge/inject.c bridge/ghinject.c $(wildcard bridge/op-*.c)
 ADMIN_BRIDGE := $(filter-out $(DAEMON_ONLY),$(DAEMON_SRC))
 
 # Object sets: normal ($(B)/o), sanitized ($(B)/san), fuzzing ($(B)/fuzz).
@@ -45,15 +45,15 @@ FUZZERS    := $(patsubst tests/fuzz/%.c,$(B)/fuzzers/%,$(FUZZ_SRC))
 BENCHES    := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
 
 .PHONY: all test unit integration fuzz fuzz-build bench demo install uninstall clean san valgrind check-scripts \
-	deps deps-shim deps-test deps-fuzz
+	deps deps-shim deps-test deps-fuzz tools
 
 # Dependencies, checked before anything is compiled, so a machine without them gets one
 # line naming the Debian packages to install instead of a compiler error. Each entry is
 # NAME:DEBIAN-PACKAGE, NAME a pkg-config module (DEP_*_PC) or a command (DEP_*_CMD).
 # To add one, append it here (and to tests/deps.sh).
 PKG_CONFIG      ?= pkg-config
-DEP_BUILD_PC    := libevent:libevent-dev jansson:libjansson-dev libsodium:libsodium-dev \
-                   libcurl:libcurl4-openssl-dev
+DEP_BUILD_PC    := libevent:libevent-dev libevent_openssl:libevent-dev libssl:libssl-dev \
+                   jansson:libjansson-dev libsodium:libsodium-dev libcurl:libcurl4-openssl-dev
 DEP_BUILD_CMD   := $(CC):build-essential
 DEP_SHIM_CMD    := $(MUSLCC):musl-tools
 DEP_TEST_PC     := cmocka:libcmocka-dev
@@ -144,14 +144,23 @@ $(B)/bench/%: $(call obj,bench/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC))
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LIBS)
 
+# The injector standalone, for tests and the bench (tests/tools/injectd.c).
+$(B)/tools/injectd: $(call obj,tests/tools/injectd.c $(BRIDGE_SRC) $(COMMON_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LIBS)
+$(B)/tools/san/injectd: $(call sobj,tests/tools/injectd.c $(BRIDGE_SRC) $(COMMON_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
+
 unit: $(UNITS) $(SANUNITS)
+tools: $(B)/tools/injectd $(B)/tools/san/injectd
 fuzz-build: $(FUZZERS)
 
 # The README's test command. Installs its own dependencies, then runs everything and
 # ends with one summary line "N passed, N failed".
 test:
 	sh tests/deps.sh
-	$(MAKE) -j$(JOBS) all san unit fuzz-build
+	$(MAKE) -j$(JOBS) all san unit fuzz-build tools
 	bash tests/run-all
 
 valgrind: all
@@ -161,7 +170,7 @@ FUZZ_SECONDS ?= 60
 fuzz: fuzz-build
 	bash tests/fuzz/run $(FUZZ_SECONDS)
 
-bench: all $(BENCHES)
+bench: all tools $(BENCHES)
 	bash bench/run
 
 demo:

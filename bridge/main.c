@@ -8,6 +8,7 @@
 #include <sodium.h>
 
 #include "config.h"
+#include "inject.h"
 #include "hygiene.h"
 #include "profile.h"
 #include "log.h"
@@ -147,6 +148,8 @@ main(int argc, char **argv)
 	}
 	if (sodium_init() < 0)
 		die(EX_RUNTIME, "libsodium failed to initialise");
+	/* Before any libevent allocation: libevent wipes what it frees (inject.h). */
+	inject_memory_init();
 	/* The daemon fills its own keyring below; --check loads secrets as a trial. */
 	if ((cfg = config_load(path, check ? no_secrets : 1, &cause)) == NULL) {
 		fprintf(stderr, "shimbridged: %s\n", cause);

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "conn.h"
 #include "filereq.h"
+#include "ghinject.h"
 #include "keyring.h"
 #include "ops.h"
 #include "policy.h"
@@ -69,6 +70,9 @@ op_run_env(struct conn *c, const struct tool *t, json_t *env, char **cause)
 			envbuild_free(e);
 			return NULL;
 		}
+		/* An injected tool's token goes to its injector (op_run_inject), never into it. */
+		if (t->profile->inject && ghinject_token_var(t->secrets[i].var))
+			continue;
 		if (envbuild_set(e, t->secrets[i].var, (const char *)s->val.value,
 		    s->val.len, 1) != 0) {
 			xasprintf(cause, "secret %s cannot be passed in an environment variable "
@@ -78,6 +82,111 @@ op_run_env(struct conn *c, const struct tool *t, json_t *env, char **cause)
 		}
 	}
 	return e;
+}
+
+/* The injector's secret callback: the gh token's current value (renewals apply). */
+static int
+op_run_gh_secret(void *arg, const unsigned char **val, size_t *len)
+{
+	struct conn *c = arg;
+	const struct tool *t = config_tool(c->cfg, c->tool);
+	const struct key *k;
+	size_t i;
+
+	for (i = 0; t != NULL && i < t->nsecrets; i++) {
+		if (!ghinject_token_var(t->secrets[i].var))
+			continue;
+		k = keyring_get(c->srv->keyring, c->session, t->secrets[i].secret);
+		if (k == NULL || !secret_usable(k->src, &k->val))
+			return -1;
+		*val = k->val.value;
+		*len = k->val.len;
+		return 0;
+	}
+	return -1;
+}
+
+/* The injector's audit callback: one "http" record per API request, linked by id. */
+static void
+op_run_gh_audit(void *arg, const char *summary, int status, unsigned long long up,
+    unsigned long long down, const char *refusal)
+{
+	struct conn *c = arg;
+	json_t *a = conn_audit_base(c, "http");
+
+	json_object_set_new(a, "request", json_string(summary));
+	json_object_set_new(a, "status", json_integer(status));
+	json_object_set_new(a, "bytes_up", json_integer((json_int_t)up));
+	json_object_set_new(a, "bytes_down", json_integer((json_int_t)down));
+	if (refusal != NULL)
+		json_object_set_new(a, "refused", json_string(refusal));
+	audit_write(a, conn_redact(c));
+}
+
+/* The conn's op_state for a gh call: its injector (freed first thing by conn_free). */
+static void
+op_run_gh_free(void *g)
+{
+	ghinject_free(g);
+}
+
+/*
+ * gh gets a placeholder token and a per-call config pointing at a socket in its
+ * scratch dir, served by an injector that adds the real token (docs/INJECTOR.md).
+ * The injector trusts the tool's ca_file, else the SSL_CERT_FILE its env gives gh
+ * (the CA the operator meant gh to trust), else the system store.
+ */
+static int
+op_run_inject(struct conn *c, const struct tool *t, struct envbuild *env, char **cause)
+{
+	struct ghinject_params p;
+	struct ghinject *g;
+	size_t i;
+
+	memset(&p, 0, sizeof p);
+	/* From the tool's config only: the sandbox's request env must not pick the CA. */
+	for (i = 0; i < t->nenv; i++)
+		if (strcmp(t->env[i].name, "SSL_CERT_FILE") == 0)
+			p.ca_file = t->env[i].value;
+	if (t->ca_file != NULL)
+		p.ca_file = t->ca_file;
+	p.base = c->srv->base;
+	p.scratch = c->scratch;
+	p.uid = c->cfg->runner_uid;
+	p.gid = c->cfg->runner_gid;
+	p.host = profile_host(t);
+	p.repos = (const char *const *)c->session->repos;
+	p.nrepos = c->session->nrepos;
+	p.secret = op_run_gh_secret;
+	p.audit = op_run_gh_audit;
+	p.arg = c;
+	if ((g = ghinject_start(&p, env, cause)) == NULL)
+		return -1;
+	c->op_state = g;
+	c->op_state_free = op_run_gh_free;
+	return 0;
+}
+
+/* The call ended: stop gh's injector; tell the agent if the host rejected the token. */
+void
+op_run_done(struct conn *c)
+{
+	static const char msg[] = "shimbridge: the host's token was rejected (HTTP 401); "
+	    "the operator can run `shimbridge check`.\n";
+	struct ghinject *g = c->op_state;
+	json_t *a;
+
+	if (g == NULL || c->op_state_free != op_run_gh_free)
+		return;
+	if (ghinject_unauthorized(g) > 0) {
+		conn_send(c, FRAME_STDERR, msg, sizeof msg - 1);
+		a = conn_audit_base(c, "upstream_unauthorized");
+		json_object_set_new(a, "count", json_integer(ghinject_unauthorized(g)));
+		audit_write(a, conn_redact(c));
+	}
+	ghinject_free(g);
+	c->op_state = NULL;
+	c->op_state_free = NULL;
 }
 
 /* A run waiting for its file arguments (conn_fetch_files). */
@@ -130,6 +239,11 @@ op_run_start(struct conn *c, const struct tool *t, char **argv, const struct pol
 		goto out;
 	}
 	profile_env(t, c->scratch, pc, env);
+	if (t->profile->inject && op_run_inject(c, t, env, &cause) != 0) {
+		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not set up the tool's "
+		    "connection to its host; nothing was run. Tell the operator.");
+		goto out;
+	}
 	c->output_limit = t->output_limit;
 	/*
 	 * Both streams go through the redactor of every live secret of every session.

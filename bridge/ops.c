@@ -5,7 +5,7 @@
 #include "ops.h"
 
 static const struct op ops_table[] = {
-	{ "run",	0,	op_run,		NULL },
+	{ "run",	0,	op_run,		op_run_done },
 	{ "git",	0,	op_git,		op_git_done },
 	{ "status",	1,	op_status,	NULL },
 };

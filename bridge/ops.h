@@ -25,6 +25,7 @@ struct op {
 const struct op	*ops_find(const char *name);
 
 void	op_run(struct conn *, json_t *);
+void	op_run_done(struct conn *);
 void	op_git(struct conn *, json_t *);
 void	op_git_done(struct conn *);
 void	op_status(struct conn *, json_t *);

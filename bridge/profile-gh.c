@@ -831,6 +831,7 @@ const struct profile profile_gh = {
 	.name = "gh",
 	.keys = PROFILE_KEY_HOST | PROFILE_KEY_CA_FILE,
 	.default_host = GH_DEFAULT_HOST,
+	.inject = 1,
 	.rules = gh_rules,
 	.nrules = sizeof gh_rules / sizeof gh_rules[0],
 	.help = "gh issue and pr list/view/create/comment/edit/close/reopen, "

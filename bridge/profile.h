@@ -45,6 +45,11 @@ struct profile {
 	const char		 *name;		/* as written in the config */
 	unsigned		  keys;		/* PROFILE_KEY_* */
 	const char		 *default_host;
+	/*
+	 * The tool speaks HTTP to its host and never holds the secret: it gets a
+	 * placeholder and a per-call socket served by the bridge's injector.
+	 */
+	int			  inject;
 	/* Rules installed on a tool of this profile that has none. */
 	const struct profile_rule *rules;
 	size_t			  nrules;

@@ -3,7 +3,7 @@
 # Fast when everything is present: apt runs only if a command or header is missing.
 set -eu
 
-PKGS="build-essential pkg-config clang libclang-rt-14-dev llvm libevent-dev libjansson-dev
+PKGS="build-essential pkg-config clang libclang-rt-14-dev llvm libevent-dev libssl-dev libjansson-dev
 libsodium-dev libcmocka-dev musl-tools git gh bats python3 valgrind shellcheck openssl
 file sudo procps util-linux passwd systemd ca-certificates libcurl4-openssl-dev jq
 dpkg-dev debhelper lintian mandoc bash-completion zsh"
@@ -14,7 +14,8 @@ for c in cc make clang musl-gcc git gh bats /usr/bin/python3 valgrind shellcheck
 	dpkg-buildpackage dh lintian mandoc zsh; do
 	command -v "$c" >/dev/null 2>&1 || { missing=1; break; }
 done
-for h in /usr/include/event2/event.h /usr/include/jansson.h /usr/include/sodium.h \
+for h in /usr/include/event2/event.h /usr/include/event2/bufferevent_ssl.h \
+	/usr/include/openssl/ssl.h /usr/include/jansson.h /usr/include/sodium.h \
 	/usr/include/cmocka.h /usr/include/*/curl/curl.h /usr/share/bash-completion/bash_completion; do
 	[ -e "$h" ] || missing=1
 done

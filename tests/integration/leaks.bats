@@ -135,9 +135,19 @@ EOF
 	local from
 	from=$(sb_fakegh_count)
 	lk sbt-alice gh issue create -R octo/repo -t "environ" --body-file /proc/self/environ
-	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
-	# What was posted is the sandbox's environment (the shim's), never gh's.
-	since "$from" | grep -q 'SHIMBRIDGE_SOCKET='
+	# The shim reads the file as the sandbox user: it is the shim's environment. Its
+	# NUL separators make the injector's HTTP policy refuse the body (a NUL could hide
+	# a qualifier from it), so either that refusal came back and nothing reached the
+	# server, or what was posted is the shim's environment - never gh's.
+	if [ "$status" -ne 0 ]; then
+		[[ $output == *"shimbridge: "* ]] || { echo "$output" >&2; return 1; }
+		if since "$from" | grep -q 'SHIMBRIDGE_SOCKET'; then
+			echo "the refused body reached the server" >&2
+			return 1
+		fi
+	else
+		since "$from" | grep -q 'SHIMBRIDGE_SOCKET='
+	fi
 	if since "$from" | grep -q 'GH_ENTERPRISE_TOKEN\|GH_CONFIG_DIR'; then
 		echo "gh's own environment was posted" >&2
 		return 1
@@ -189,8 +199,20 @@ EOF
 @test "class 2: gh api -F key=@FILE and --input read the sandbox's file" {
 	local from
 	from=$(sb_fakegh_count)
+	# The sandbox's file, as in the test above: posted as the shim's environment, or
+	# refused by the injector's policy (NUL bytes) with nothing sent upstream.
 	lk sbt-alice gh api -X GET search/issues -F q=@/proc/self/environ
-	since "$from" | grep -q 'SHIMBRIDGE_SOCKET'
+	if [ "$status" -ne 0 ]; then
+		[[ $output == *"shimbridge: "* ]] || { echo "$output" >&2; return 1; }
+		[ "$(sb_fakegh_count)" -eq "$from" ]
+	else
+		since "$from" | grep -q 'SHIMBRIDGE_SOCKET'
+	fi
+	as sbt-alice sh -c 'printf "repo:octo/repo from-the-sandbox" > q.txt'
+	lk sbt-alice gh api -X GET search/issues -F q=@q.txt
+	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
+	since "$from" | grep -q 'from-the-sandbox'
+	as sbt-alice rm -f q.txt
 	lk sbt-alice gh api -X GET repos/octo/repo/issues --input /proc/self/environ
 	lk sbt-alice gh api -X GET search/issues -F "q=@$SB_DIR/etc/github.token"
 	[ "$status" -eq 126 ]

@@ -1,0 +1,1153 @@
+/*
+ * HTTP-layer credential injection (see inject.h and docs/INJECTOR.md).
+ *
+ * One struct exchange per request: the downstream request (the tool's, parsed by
+ * evhttp's server), the policy verdict, and the upstream request (evhttp's client
+ * over a bufferevent_openssl). Objects are never freed inside their own
+ * callbacks: an exchange that is done is marked and freed from a zero-timeout
+ * event. libevent frees the upstream request itself once its completion callback
+ * has returned, and keeps a downstream request that we have not answered yet
+ * (detached from its connection if the tool went away) until we answer it.
+ */
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <malloc.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/util.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <sodium.h>
+
+#include "inject.h"
+
+#define INJECT_MAX_EXCHANGES	64		/* in flight per injector */
+#define INJECT_HIGH_WATER	(256 * 1024)	/* downstream bytes before upstream pauses */
+#define INJECT_MAX_UP_HEADERS	(256 * 1024)	/* upstream response head */
+#define INJECT_SUMMARY_MAX	256
+
+struct exchange {
+	struct inject			*inj;
+	TAILQ_ENTRY(exchange)		 entry;
+	struct evhttp_request		*down;		/* until answered */
+	int				 down_detached;	/* the tool's connection is gone */
+	struct evhttp_connection	*up_conn;	/* ours */
+	struct evhttp_request		*up;		/* libevent's, until its done cb */
+	SSL				*ssl;		/* owned by up_conn's bufferevent */
+	struct evdns_getaddrinfo_request *dns;
+	struct event			*reap;		/* zero-timeout: finish and free */
+	enum evhttp_cmd_type		 cmd;
+	char				*summary;
+	int				 started;	/* reply head sent downstream */
+	int				 paused;	/* upstream reading disabled */
+	int				 audited;
+	int				 status;
+	enum evhttp_request_error	 up_error;
+	int				 up_error_set;
+	unsigned long long		 bytes_up;
+	unsigned long long		 bytes_down;
+};
+TAILQ_HEAD(exchanges, exchange);
+
+struct inject {
+	struct event_base	*base;
+	struct evhttp		*http;
+	struct evdns_base	*dns;
+	SSL_CTX			*ssl_ctx;	/* NULL for an http:// upstream */
+	enum http_api		 api;
+	char			*host;		/* required Host, or NULL */
+	char			*up_host;	/* upstream host name (for SNI, verification) */
+	char			*up_hosthdr;	/* Host header sent upstream */
+	int			 up_port;
+	int			 up_tls;
+	enum inject_auth	 auth;
+	char			*username;
+	char			*placeholder;
+	size_t			 max_body;
+	const struct httppolicy_scope *scope;
+	int			(*secret)(void *, const unsigned char **, size_t *);
+	void			(*audit)(void *, const char *, int, unsigned long long,
+				    unsigned long long, const char *);
+	void			*arg;
+	struct exchanges	 live;
+	unsigned int		 nlive;
+	unsigned int		 n401;
+	unsigned int		 nrequests;
+};
+
+static void	inject_request_cb(struct evhttp_request *, void *);
+static void	inject_connect(struct exchange *, const char *addr);
+static void	inject_close_cb(struct evhttp_connection *, void *);
+
+/* libevent's free with the block wiped first (request heads carry the credential). */
+static void
+inject_free_wipe(void *p)
+{
+	if (p == NULL)
+		return;
+	sodium_memzero(p, malloc_usable_size(p));
+	free(p);
+}
+
+/* libevent's realloc: a new block, the old one wiped and freed. */
+static void *
+inject_realloc_wipe(void *p, size_t n)
+{
+	size_t	 old;
+	void	*q;
+
+	if (p == NULL)
+		return malloc(n);
+	q = malloc(n == 0 ? 1 : n);
+	if (q == NULL)
+		return NULL;
+	old = malloc_usable_size(p);
+	memcpy(q, p, old < n ? old : n);
+	inject_free_wipe(p);
+	return q;
+}
+
+void
+inject_memory_init(void)
+{
+	static int	done;
+
+	if (done)
+		return;
+	done = 1;
+	event_set_mem_functions(malloc, inject_realloc_wipe, inject_free_wipe);
+}
+
+/*
+ * TLS client contexts by CA file (NULL: the system store), kept across injectors:
+ * loading the system store takes tens of milliseconds, and gh gets an injector per
+ * call. An entry is reused while its file's identity, size and mtime are unchanged.
+ */
+#define INJECT_CTX_CACHE 8
+static struct inject_ctx_entry {
+	char		*path;		/* NULL: unused */
+	dev_t		 dev;
+	ino_t		 ino;
+	off_t		 size;
+	struct timespec	 mtime;
+	SSL_CTX		*ctx;		/* one reference held here */
+} inject_ctx_cache[INJECT_CTX_CACHE];
+
+static void	inject_cause(char **, const char *, ...)
+		    __attribute__((format(printf, 2, 3)));
+
+/* A new client context trusting ca_file (NULL: the system store); NULL and *cause. */
+static SSL_CTX *
+inject_ssl_ctx_new(const char *ca_file, char **cause)
+{
+	SSL_CTX	*ctx;
+	char	 s[256];
+
+	if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL ||
+	    !SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION)) {
+		SSL_CTX_free(ctx);
+		inject_cause(cause, "cannot create a TLS context");
+		return NULL;
+	}
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	/*
+	 * Servers that end a close-delimited answer without close_notify: OpenSSL 3
+	 * calls that an error, libevent 2.1 then drops the answer's end. Treat it as
+	 * EOF (as allow_dirty_shutdown intends); length-delimited bodies are still
+	 * checked for completeness by evhttp.
+	 */
+	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	if (ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, ca_file, NULL) != 1 :
+	    SSL_CTX_set_default_verify_paths(ctx) != 1) {
+		ERR_error_string_n(ERR_get_error(), s, sizeof s);
+		ERR_clear_error();
+		inject_cause(cause, "cannot load CA certificates from %s: %s",
+		    ca_file != NULL ? ca_file : "the system store", s);
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+/* A client context for ca_file from the cache, or made and cached; a new reference. */
+static SSL_CTX *
+inject_ssl_ctx(const char *ca_file, char **cause)
+{
+	struct inject_ctx_entry	*e, *slot = NULL;
+	const char		*path = ca_file != NULL ? ca_file : X509_get_default_cert_file();
+	struct stat		 st;
+	SSL_CTX			*ctx;
+	size_t			 i;
+
+	if (stat(path, &st) != 0)
+		memset(&st, 0, sizeof st);	/* e.g. no bundle file: the hashed dir only */
+	for (i = 0; i < INJECT_CTX_CACHE; i++) {
+		e = &inject_ctx_cache[i];
+		if (e->path == NULL) {
+			if (slot == NULL)
+				slot = e;
+			continue;
+		}
+		if (strcmp(e->path, ca_file != NULL ? ca_file : "") != 0)
+			continue;
+		if (e->dev == st.st_dev && e->ino == st.st_ino && e->size == st.st_size &&
+		    e->mtime.tv_sec == st.st_mtim.tv_sec &&
+		    e->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+			SSL_CTX_up_ref(e->ctx);
+			return e->ctx;
+		}
+		slot = e;	/* changed: replace it */
+		break;
+	}
+	if ((ctx = inject_ssl_ctx_new(ca_file, cause)) == NULL)
+		return NULL;
+	if (slot == NULL)
+		slot = &inject_ctx_cache[st.st_ino % INJECT_CTX_CACHE];
+	if (slot->path != NULL) {
+		free(slot->path);
+		SSL_CTX_free(slot->ctx);
+		slot->path = NULL;
+	}
+	if ((slot->path = strdup(ca_file != NULL ? ca_file : "")) == NULL)
+		return ctx;	/* not cached */
+	slot->dev = st.st_dev;
+	slot->ino = st.st_ino;
+	slot->size = st.st_size;
+	slot->mtime = st.st_mtim;
+	slot->ctx = ctx;
+	SSL_CTX_up_ref(ctx);
+	return ctx;
+}
+
+/* Fill *cause with a formatted message (NULL if out of memory). */
+static void
+inject_cause(char **cause, const char *fmt, ...)
+{
+	va_list	 ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(cause, fmt, ap) == -1)
+		*cause = NULL;
+	va_end(ap);
+}
+
+/* Whether a header is one a proxy must not forward (hop-by-hop or ours to set). */
+static int
+inject_hop_header(const char *name, const char *connection)
+{
+	static const char *const drop[] = { "Host", "Authorization", "Connection",
+	    "Keep-Alive", "TE", "Trailer", "Trailers", "Transfer-Encoding", "Upgrade",
+	    "Cookie", "Set-Cookie", "Content-Length", "Expect", "HTTP2-Settings" };
+	const char	*p;
+	size_t		 i, n;
+
+	for (i = 0; i < sizeof drop / sizeof drop[0]; i++)
+		if (strcasecmp(name, drop[i]) == 0)
+			return 1;
+	if (strncasecmp(name, "Proxy-", 6) == 0)
+		return 1;
+	/* Headers the Connection header names are hop-by-hop too. */
+	n = strlen(name);
+	for (p = connection; p != NULL && *p != '\0';) {
+		size_t	 len;
+
+		p += strspn(p, " \t,");
+		len = strcspn(p, " \t,");
+		if (len == n && strncasecmp(p, name, n) == 0)
+			return 1;
+		p += len;
+	}
+	return 0;
+}
+
+/* Method name for a command, or NULL for one the injector never forwards. */
+static const char *
+inject_method(enum evhttp_cmd_type cmd)
+{
+	switch (cmd) {
+	case EVHTTP_REQ_GET:	return "GET";
+	case EVHTTP_REQ_POST:	return "POST";
+	case EVHTTP_REQ_PATCH:	return "PATCH";
+	case EVHTTP_REQ_PUT:	return "PUT";
+	case EVHTTP_REQ_DELETE:	return "DELETE";
+	case EVHTTP_REQ_HEAD:	return "HEAD";
+	default:		return NULL;
+	}
+}
+
+/* Report an exchange to the audit callback, once. */
+static void
+inject_audit(struct exchange *ex, const char *refusal)
+{
+	struct inject	*inj = ex->inj;
+
+	if (ex->audited)
+		return;
+	ex->audited = 1;
+	inj->nrequests++;
+	if (inj->audit != NULL)
+		inj->audit(inj->arg, ex->summary != NULL ? ex->summary : "(unparsed request)",
+		    ex->status, ex->bytes_up, ex->bytes_down, refusal);
+}
+
+/* Answer the downstream request (if any) with status and {"message": msg}. */
+static void
+inject_answer(struct exchange *ex, int status, const char *msg)
+{
+	struct evbuffer	*body;
+	size_t		 i;
+
+	ex->status = status;
+	if (ex->down == NULL)
+		return;
+	body = evbuffer_new();
+	if (body == NULL) {
+		struct evhttp_connection *c = evhttp_request_get_connection(ex->down);
+
+		if (c != NULL)
+			evhttp_connection_free(c);
+		else
+			evhttp_request_free(ex->down);
+		ex->down = NULL;
+		return;
+	}
+	evbuffer_add(body, "{\"message\":\"", 12);
+	for (i = 0; msg[i] != '\0'; i++) {
+		unsigned char	 c = (unsigned char)msg[i];
+
+		if (c == '"' || c == '\\')
+			evbuffer_add_printf(body, "\\%c", c);
+		else if (c < 0x20)
+			evbuffer_add_printf(body, "\\u%04x", c);
+		else
+			evbuffer_add(body, &msg[i], 1);
+	}
+	evbuffer_add(body, "\"}\n", 3);
+	if (evhttp_request_get_connection(ex->down) != NULL) {
+		struct evkeyvalq	*h = evhttp_request_get_output_headers(ex->down);
+
+		evhttp_clear_headers(h);
+		evhttp_add_header(h, "Content-Type", "application/json; charset=utf-8");
+		evhttp_connection_set_closecb(evhttp_request_get_connection(ex->down), NULL,
+		    NULL);
+	}
+	ex->bytes_down = evbuffer_get_length(body);
+	evhttp_send_reply(ex->down, status, status == 403 ? "Forbidden" :
+	    status == 502 ? "Bad Gateway" : status == 503 ? "Service Unavailable" :
+	    "Error", body);		/* frees a detached request */
+	ex->down = NULL;
+	evbuffer_free(body);
+}
+
+/* Refuse: answer 403 (or status) with msg and audit it as refused. */
+static void
+inject_refuse(struct exchange *ex, int status, const char *msg)
+{
+	inject_answer(ex, status, msg);
+	inject_audit(ex, msg);
+}
+
+/* Free an exchange and everything it still holds; no callbacks run. */
+static void
+inject_exchange_free(struct exchange *ex)
+{
+	struct inject	*inj = ex->inj;
+
+	if (ex->dns != NULL) {
+		evdns_getaddrinfo_cancel(ex->dns);	/* its callback sees EVUTIL_EAI_CANCEL */
+		ex->dns = NULL;
+	}
+	if (ex->up_conn != NULL)
+		evhttp_connection_free(ex->up_conn);	/* frees a pending up request too */
+	if (ex->down != NULL) {
+		struct evhttp_connection *c = evhttp_request_get_connection(ex->down);
+
+		if (c != NULL) {
+			evhttp_connection_set_closecb(c, NULL, NULL);
+			evhttp_connection_free(c);	/* frees the request */
+		} else
+			evhttp_request_free(ex->down);
+	}
+	if (ex->reap != NULL)
+		event_free(ex->reap);
+	TAILQ_REMOVE(&inj->live, ex, entry);
+	inj->nlive--;
+	free(ex->summary);
+	free(ex);
+}
+
+/* Zero-timeout event: finish what is left of an exchange and free it. */
+static void
+inject_reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct exchange	*ex = arg;
+
+	(void)fd;
+	(void)what;
+	if (!ex->audited) {
+		if (ex->started) {
+			ex->status = ex->status == 0 ? 502 : ex->status;
+			inject_audit(ex, "the answer was cut short (tool or upstream went away)");
+		} else
+			inject_refuse(ex, 502, "shimbridge: the request was abandoned");
+	}
+	inject_exchange_free(ex);
+}
+
+/* Schedule an exchange to be finished and freed outside any of its callbacks. */
+static void
+inject_reap(struct exchange *ex)
+{
+	event_active(ex->reap, EV_TIMEOUT, 1);
+}
+
+/* The tool's connection closed: stop the exchange (its request is detached). */
+static void
+inject_close_cb(struct evhttp_connection *c, void *arg)
+{
+	struct exchange	*ex = arg;
+
+	(void)c;
+	if (ex == NULL)
+		return;
+	ex->down_detached = 1;
+	inject_reap(ex);
+}
+
+/* Why the upstream request failed, for the tool (a static or thread-local string). */
+static const char *
+inject_up_reason(struct exchange *ex, char *buf, size_t len)
+{
+	struct inject	*inj = ex->inj;
+	unsigned long	 e = 0;
+	long		 v;
+
+	if (ex->ssl != NULL && (v = SSL_get_verify_result(ex->ssl)) != X509_V_OK) {
+		snprintf(buf, len, "shimbridge: the TLS certificate of %s was not accepted (%s); "
+		    "the request was not sent. The operator must fix the host's CA setting.",
+		    inj->up_hosthdr, X509_verify_cert_error_string(v));
+		return buf;
+	}
+	if (ex->up_conn != NULL)
+		e = bufferevent_get_openssl_error(evhttp_connection_get_bufferevent(ex->up_conn));
+	if (e != 0) {
+		char	 s[256];
+
+		ERR_error_string_n(e, s, sizeof s);
+		snprintf(buf, len, "shimbridge: TLS with %s failed (%s); the request was not "
+		    "answered", inj->up_hosthdr, s);
+		return buf;
+	}
+	if (ex->up_error_set && ex->up_error == EVREQ_HTTP_TIMEOUT)
+		snprintf(buf, len, "shimbridge: %s did not answer within %d s", inj->up_hosthdr,
+		    INJECT_TIMEOUT);
+	else if (ex->up_error_set && (ex->up_error == EVREQ_HTTP_INVALID_HEADER ||
+	    ex->up_error == EVREQ_HTTP_DATA_TOO_LONG))
+		snprintf(buf, len, "shimbridge: %s sent an answer that could not be parsed "
+		    "or was too large", inj->up_hosthdr);
+	else
+		snprintf(buf, len, "shimbridge: could not reach %s (connection failed or "
+		    "closed); try again later", inj->up_hosthdr);
+	return buf;
+}
+
+/* Upstream answer head: start the reply downstream with its status and headers. */
+static int
+inject_up_header_cb(struct evhttp_request *up, void *arg)
+{
+	struct exchange		*ex = arg;
+	struct evkeyvalq	*in = evhttp_request_get_input_headers(up);
+	struct evkeyvalq	*out;
+	struct evkeyval		*kv;
+	const char		*conn, *te;
+	int			 code = evhttp_request_get_response_code(up);
+
+	ex->status = code;
+	if (code == 401)
+		ex->inj->n401++;
+	if (ex->down == NULL || evhttp_request_get_connection(ex->down) == NULL) {
+		/* libevent fails the request: the done callback runs with NULL, then frees it. */
+		inject_reap(ex);
+		return -1;
+	}
+	out = evhttp_request_get_output_headers(ex->down);
+	evhttp_clear_headers(out);
+	conn = evhttp_find_header(in, "Connection");
+	te = evhttp_find_header(in, "Transfer-Encoding");
+	TAILQ_FOREACH(kv, in, next) {
+		if (inject_hop_header(kv->key, conn) && !(strcasecmp(kv->key,
+		    "Content-Length") == 0 && te == NULL))
+			continue;
+		evhttp_add_header(out, kv->key, kv->value);
+	}
+	ex->started = 1;
+	evhttp_send_reply_start(ex->down, code, evhttp_request_get_response_code_line(up));
+	return 0;
+}
+
+/* The tool's side drained its output: read from upstream again. */
+static void
+inject_drained_cb(struct evhttp_connection *c, void *arg)
+{
+	struct exchange	*ex = arg;
+
+	(void)c;
+	if (ex->paused && ex->up_conn != NULL) {
+		ex->paused = 0;
+		bufferevent_enable(evhttp_connection_get_bufferevent(ex->up_conn), EV_READ);
+	}
+}
+
+/* A piece of the upstream body: pass it on, pausing upstream above the high mark. */
+static void
+inject_up_chunk_cb(struct evhttp_request *up, void *arg)
+{
+	struct exchange			*ex = arg;
+	struct evbuffer			*buf = evhttp_request_get_input_buffer(up);
+	struct evhttp_connection	*dc;
+
+	if (ex->down == NULL || (dc = evhttp_request_get_connection(ex->down)) == NULL) {
+		inject_reap(ex);
+		return;
+	}
+	ex->bytes_down += evbuffer_get_length(buf);
+	evhttp_send_reply_chunk_with_cb(ex->down, buf, inject_drained_cb, ex);
+	if (evbuffer_get_length(bufferevent_get_output(evhttp_connection_get_bufferevent(dc)))
+	    > INJECT_HIGH_WATER && ex->up_conn != NULL) {
+		ex->paused = 1;
+		bufferevent_disable(evhttp_connection_get_bufferevent(ex->up_conn), EV_READ);
+	}
+}
+
+/* Upstream error kind, kept for the message. */
+static void
+inject_up_error_cb(enum evhttp_request_error e, void *arg)
+{
+	struct exchange	*ex = arg;
+
+	ex->up_error = e;
+	ex->up_error_set = 1;
+}
+
+/* Upstream request finished (up has a status) or failed (NULL or status 0). */
+static void
+inject_up_done_cb(struct evhttp_request *up, void *arg)
+{
+	struct exchange	*ex = arg;
+	char		 why[512];
+
+	ex->up = NULL;		/* libevent frees it when we return */
+	if (up == NULL || evhttp_request_get_response_code(up) == 0) {
+		if (!ex->started) {
+			inject_refuse(ex, 502, inject_up_reason(ex, why, sizeof why));
+		} else {
+			/* Cut short: the tool must not take a truncated body for a whole one. */
+			ex->status = ex->status == 0 ? 502 : ex->status;
+			inject_audit(ex, "the upstream answer was cut short");
+		}
+		inject_reap(ex);
+		return;
+	}
+	if (!ex->started && inject_up_header_cb(up, ex) != 0) {
+		inject_reap(ex);
+		return;
+	}
+	if (ex->down != NULL) {
+		struct evhttp_connection *dc = evhttp_request_get_connection(ex->down);
+
+		if (dc != NULL)
+			evhttp_connection_set_closecb(dc, NULL, NULL);
+		evhttp_send_reply_end(ex->down);	/* frees a detached request */
+		ex->down = NULL;
+	}
+	inject_audit(ex, NULL);
+	inject_reap(ex);
+}
+
+/* Build the credential header value in guarded memory; NULL if unavailable. */
+static char *
+inject_credential(struct inject *inj, size_t *lenp)
+{
+	const unsigned char	*val;
+	size_t			 len, i, n, ulen, b64;
+	char			*out, *raw;
+
+	if (inj->secret == NULL || inj->secret(inj->arg, &val, &len) != 0 || len == 0 ||
+	    len > 16384)
+		return NULL;
+	if (inj->auth == INJECT_AUTH_TOKEN) {
+		for (i = 0; i < len; i++)
+			if (val[i] <= 0x20 || val[i] >= 0x7f)
+				return NULL;	/* would break the header */
+		n = 6 + len + 1;
+		if ((out = sodium_malloc(n)) == NULL)
+			return NULL;
+		memcpy(out, "token ", 6);
+		memcpy(out + 6, val, len);
+		out[n - 1] = '\0';
+		*lenp = n;
+		return out;
+	}
+	ulen = strlen(inj->username);
+	if ((raw = sodium_malloc(ulen + 1 + len)) == NULL)
+		return NULL;
+	memcpy(raw, inj->username, ulen);
+	raw[ulen] = ':';
+	memcpy(raw + ulen + 1, val, len);
+	b64 = sodium_base64_ENCODED_LEN(ulen + 1 + len, sodium_base64_VARIANT_ORIGINAL);
+	n = 6 + b64;
+	if ((out = sodium_malloc(n)) == NULL) {
+		sodium_free(raw);
+		return NULL;
+	}
+	memcpy(out, "Basic ", 6);
+	sodium_bin2base64(out + 6, b64, (unsigned char *)raw, ulen + 1 + len,
+	    sodium_base64_VARIANT_ORIGINAL);
+	sodium_free(raw);
+	*lenp = n;
+	return out;
+}
+
+/* Resolved: connect to addr (numeric) and send the request upstream. */
+static void
+inject_connect(struct exchange *ex, const char *addr)
+{
+	struct inject		*inj = ex->inj;
+	struct bufferevent	*bev = NULL;
+	struct evkeyvalq	*in, *out;
+	struct evkeyval		*kv;
+	struct evbuffer		*body;
+	struct timeval		 tv = { INJECT_TIMEOUT, 0 };
+	const char		*conn;
+	char			*cred = NULL, num[32];
+	size_t			 credlen = 0, blen;
+	struct in6_addr		 a6;
+
+	if (ex->down == NULL || ex->down_detached) {
+		inject_reap(ex);
+		return;
+	}
+	if ((cred = inject_credential(inj, &credlen)) == NULL) {
+		inject_refuse(ex, 503, "shimbridge: the host's token is not available right now; "
+		    "the operator can run `shimbridge check`.");
+		goto fail;
+	}
+	if (inj->up_tls) {
+		if ((ex->ssl = SSL_new(inj->ssl_ctx)) == NULL)
+			goto nomem;
+		/* Name checks: SNI and verification against the configured host name. */
+		if (inet_pton(AF_INET, inj->up_host, &a6) == 1 ||
+		    inet_pton(AF_INET6, inj->up_host, &a6) == 1) {
+			if (!X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ex->ssl), inj->up_host))
+				goto nomem;
+		} else if (!SSL_set_tlsext_host_name(ex->ssl, inj->up_host) ||
+		    !SSL_set1_host(ex->ssl, inj->up_host))
+			goto nomem;
+		SSL_set_verify(ex->ssl, SSL_VERIFY_PEER, NULL);
+		bev = bufferevent_openssl_socket_new(inj->base, -1, ex->ssl,
+		    BUFFEREVENT_SSL_CONNECTING, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		if (bev == NULL) {
+			SSL_free(ex->ssl);
+			ex->ssl = NULL;
+			goto nomem;
+		}
+		bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+	} else if ((bev = bufferevent_socket_new(inj->base, -1, BEV_OPT_CLOSE_ON_FREE |
+	    BEV_OPT_DEFER_CALLBACKS)) == NULL)
+		goto nomem;
+	ex->up_conn = evhttp_connection_base_bufferevent_new(inj->base, NULL, bev, addr,
+	    (unsigned short)inj->up_port);
+	if (ex->up_conn == NULL) {
+		bufferevent_free(bev);
+		ex->ssl = NULL;
+		goto nomem;
+	}
+	evhttp_connection_set_timeout_tv(ex->up_conn, &tv);
+	evhttp_connection_set_retries(ex->up_conn, 0);
+	evhttp_connection_set_max_headers_size(ex->up_conn, INJECT_MAX_UP_HEADERS);
+	if ((ex->up = evhttp_request_new(inject_up_done_cb, ex)) == NULL)
+		goto nomem;
+	evhttp_request_set_header_cb(ex->up, inject_up_header_cb);
+	evhttp_request_set_chunked_cb(ex->up, inject_up_chunk_cb);
+	evhttp_request_set_error_cb(ex->up, inject_up_error_cb);
+
+	in = evhttp_request_get_input_headers(ex->down);
+	out = evhttp_request_get_output_headers(ex->up);
+	conn = evhttp_find_header(in, "Connection");
+	TAILQ_FOREACH(kv, in, next) {
+		if (!inject_hop_header(kv->key, conn))
+			evhttp_add_header(out, kv->key, kv->value);
+	}
+	evhttp_add_header(out, "Host", inj->up_hosthdr);
+	evhttp_add_header(out, "Authorization", cred);
+	evhttp_add_header(out, "Connection", "close");
+	body = evhttp_request_get_input_buffer(ex->down);
+	blen = evbuffer_get_length(body);
+	if (blen > 0 || ex->cmd == EVHTTP_REQ_POST || ex->cmd == EVHTTP_REQ_PUT ||
+	    ex->cmd == EVHTTP_REQ_PATCH) {
+		snprintf(num, sizeof num, "%zu", blen);
+		evhttp_add_header(out, "Content-Length", num);
+	}
+	evbuffer_add_buffer(evhttp_request_get_output_buffer(ex->up), body);
+	sodium_free(cred);
+	cred = NULL;
+	if (evhttp_make_request(ex->up_conn, ex->up, ex->cmd,
+	    evhttp_request_get_uri(ex->down)) != 0) {
+		ex->up = NULL;		/* freed by libevent */
+		goto nomem;
+	}
+	return;
+nomem:
+	inject_refuse(ex, 502, "shimbridge: could not set up the upstream request "
+	    "(out of memory or bad TLS setup)");
+fail:
+	if (cred != NULL)
+		sodium_free(cred);
+	if (ex->up != NULL) {
+		evhttp_request_free(ex->up);
+		ex->up = NULL;
+	}
+	inject_reap(ex);
+}
+
+/* evdns answer: connect to the first IPv4 address, else the first IPv6 one. */
+static void
+inject_dns_cb(int result, struct evutil_addrinfo *res, void *arg)
+{
+	struct exchange		*ex = arg;
+	struct evutil_addrinfo	*ai, *pick = NULL;
+	char			 addr[INET6_ADDRSTRLEN];
+	const void		*src;
+
+	/* Cancelled by inject_exchange_free: ex may be gone already. */
+	if (result == EVUTIL_EAI_CANCEL) {
+		if (res != NULL)
+			evutil_freeaddrinfo(res);
+		return;
+	}
+	ex->dns = NULL;
+	for (ai = res; result == 0 && ai != NULL; ai = ai->ai_next) {
+		if (ai->ai_family == AF_INET) {
+			pick = ai;
+			break;
+		}
+		if (ai->ai_family == AF_INET6 && pick == NULL)
+			pick = ai;
+	}
+	if (pick == NULL) {
+		char	 why[512];
+
+		snprintf(why, sizeof why, "shimbridge: cannot resolve %s (%s)", ex->inj->up_host,
+		    result != 0 ? evutil_gai_strerror(result) : "no address");
+		if (res != NULL)
+			evutil_freeaddrinfo(res);
+		inject_refuse(ex, 502, why);
+		inject_reap(ex);
+		return;
+	}
+	if (pick->ai_family == AF_INET)
+		src = &((struct sockaddr_in *)(void *)pick->ai_addr)->sin_addr;
+	else
+		src = &((struct sockaddr_in6 *)(void *)pick->ai_addr)->sin6_addr;
+	inet_ntop(pick->ai_family, src, addr, sizeof addr);
+	evutil_freeaddrinfo(res);
+	inject_connect(ex, addr);
+}
+
+/* Start name resolution (or connect at once for a numeric host). */
+static void
+inject_resolve(struct exchange *ex)
+{
+	struct inject			*inj = ex->inj;
+	struct evutil_addrinfo		 hints;
+	struct evdns_getaddrinfo_request *r;
+	struct in6_addr			 a;
+
+	if (inet_pton(AF_INET, inj->up_host, &a) == 1 ||
+	    inet_pton(AF_INET6, inj->up_host, &a) == 1) {
+		inject_connect(ex, inj->up_host);
+		return;
+	}
+	if (inj->dns == NULL && (inj->dns = evdns_base_new(inj->base,
+	    EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE)) == NULL) {
+		inject_refuse(ex, 502, "shimbridge: no DNS resolver available");
+		inject_reap(ex);
+		return;
+	}
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_protocol = IPPROTO_TCP;
+	/*
+	 * The callback may run before this returns (hosts file), and then r is NULL;
+	 * the callback clears ex->dns, so only a pending request is kept.
+	 */
+	r = evdns_getaddrinfo(inj->dns, inj->up_host, NULL, &hints, inject_dns_cb, ex);
+	ex->dns = r;
+}
+
+/* The tool's Authorization header is this call's placeholder (or absent). */
+static int
+inject_placeholder_ok(struct inject *inj, const char *auth)
+{
+	const char	*p;
+
+	if (auth == NULL)
+		return 1;
+	if (inj->placeholder == NULL)
+		return 0;
+	if (strncasecmp(auth, "token ", 6) != 0 && strncasecmp(auth, "bearer ", 7) != 0)
+		return 0;
+	p = auth + strcspn(auth, " ");
+	p += strspn(p, " ");
+	return strcmp(p, inj->placeholder) == 0;
+}
+
+/* Count the headers named name. */
+static int
+inject_header_count(struct evkeyvalq *h, const char *name)
+{
+	struct evkeyval	*kv;
+	int		 n = 0;
+
+	TAILQ_FOREACH(kv, h, next)
+		if (strcasecmp(kv->key, name) == 0)
+			n++;
+	return n;
+}
+
+/* A request from the tool: check it, then resolve and forward, or refuse. */
+static void
+inject_request_cb(struct evhttp_request *req, void *arg)
+{
+	struct inject			*inj = arg;
+	struct exchange			*ex;
+	struct evkeyvalq		*h = evhttp_request_get_input_headers(req);
+	struct evbuffer			*body = evhttp_request_get_input_buffer(req);
+	struct httppolicy_req		 preq;
+	struct httppolicy_verdict	 v;
+	const char			*method, *uri = evhttp_request_get_uri(req);
+	const char			*host, *ce;
+	char				 why[512];
+	size_t				 n;
+
+	if ((ex = calloc(1, sizeof *ex)) == NULL ||
+	    (ex->reap = event_new(inj->base, -1, 0, inject_reap_cb, ex)) == NULL) {
+		free(ex);
+		evhttp_send_error(req, 503, "out of memory");
+		return;
+	}
+	ex->inj = inj;
+	ex->down = req;
+	ex->cmd = evhttp_request_get_command(req);
+	TAILQ_INSERT_TAIL(&inj->live, ex, entry);
+	inj->nlive++;
+	evhttp_connection_set_closecb(evhttp_request_get_connection(req), inject_close_cb, ex);
+	ex->bytes_up = evbuffer_get_length(body);
+
+	method = inject_method(ex->cmd);
+	n = uri != NULL ? strcspn(uri, "?") : 0;
+	if (n > INJECT_SUMMARY_MAX)
+		n = INJECT_SUMMARY_MAX;
+	if (asprintf(&ex->summary, "%s %.*s", method != NULL ? method : "(other method)",
+	    (int)n, uri != NULL ? uri : "") == -1)
+		ex->summary = NULL;
+	if (inj->nlive > INJECT_MAX_EXCHANGES) {
+		inject_refuse(ex, 503, "shimbridge: too many requests at once; try again");
+		goto reap;
+	}
+	if (method == NULL) {
+		inject_refuse(ex, 403, "shimbridge: only GET, POST, PATCH, PUT, DELETE and HEAD "
+		    "requests are forwarded");
+		goto reap;
+	}
+	if (uri == NULL || uri[0] != '/') {
+		inject_refuse(ex, 403, "shimbridge: the request target must be a path "
+		    "(origin form)");
+		goto reap;
+	}
+	if (inject_header_count(h, "Host") != 1 || inject_header_count(h,
+	    "Authorization") > 1) {
+		inject_refuse(ex, 403, "shimbridge: the request must carry one Host and at most "
+		    "one Authorization header");
+		goto reap;
+	}
+	host = evhttp_find_header(h, "Host");
+	if (inj->host != NULL && strcasecmp(host, inj->host) != 0) {
+		snprintf(why, sizeof why, "shimbridge: this call may only talk to %s, not %.200s",
+		    inj->host, host);
+		inject_refuse(ex, 403, why);
+		goto reap;
+	}
+	if (!inject_placeholder_ok(inj, evhttp_find_header(h, "Authorization"))) {
+		inject_refuse(ex, 403, "shimbridge: the request carried credentials of its own; "
+		    "only this call's placeholder is accepted (the bridge adds the real token)");
+		goto reap;
+	}
+	/* evhttp reads no body for GET/HEAD/DELETE: one there would be read as a request. */
+	if (evhttp_find_header(h, "Content-Length") != NULL && ex->cmd != EVHTTP_REQ_POST &&
+	    ex->cmd != EVHTTP_REQ_PUT && ex->cmd != EVHTTP_REQ_PATCH &&
+	    strcmp(evhttp_find_header(h, "Content-Length"), "0") != 0) {
+		inject_refuse(ex, 403, "shimbridge: a body is only accepted with POST, PATCH or "
+		    "PUT");
+		goto reap;
+	}
+	if (evhttp_find_header(h, "Transfer-Encoding") != NULL && ex->cmd != EVHTTP_REQ_POST &&
+	    ex->cmd != EVHTTP_REQ_PUT && ex->cmd != EVHTTP_REQ_PATCH) {
+		inject_refuse(ex, 403, "shimbridge: a body is only accepted with POST, PATCH or "
+		    "PUT");
+		goto reap;
+	}
+	/* The policy must be able to read the body: no compressed API requests. */
+	ce = evhttp_find_header(h, "Content-Encoding");
+	if (ce != NULL && strcasecmp(ce, "identity") != 0 && (inj->api != HTTP_API_GIT ||
+	    n < 16 || strstr(uri, "/git-upload-pack") == NULL)) {
+		inject_refuse(ex, 403, "shimbridge: compressed request bodies are not accepted "
+		    "here");
+		goto reap;
+	}
+
+	memset(&preq, 0, sizeof preq);
+	memset(&v, 0, sizeof v);
+	preq.method = method;
+	preq.target = uri;
+	preq.content_type = evhttp_find_header(h, "Content-Type");
+	preq.body_len = evbuffer_get_length(body);
+	preq.body = preq.body_len > 0 ? evbuffer_pullup(body, -1) : NULL;
+	if (preq.body_len > 0 && preq.body == NULL) {
+		inject_refuse(ex, 503, "shimbridge: out of memory");
+		goto reap;
+	}
+	if (httppolicy_check(inj->scope, &preq, &v) != 0) {
+		httppolicy_verdict_free(&v);
+		inject_refuse(ex, 403, "shimbridge: the request could not be checked against the "
+		    "policy, so it was not sent");
+		goto reap;
+	}
+	if (v.summary != NULL) {
+		free(ex->summary);
+		ex->summary = v.summary;	/* transferred */
+		v.summary = NULL;
+	}
+	if (!v.allowed) {
+		snprintf(why, sizeof why, "shimbridge: %s", v.reason != NULL ? v.reason :
+		    "refused by the HTTP policy");
+		httppolicy_verdict_free(&v);
+		inject_refuse(ex, 403, why);
+		goto reap;
+	}
+	httppolicy_verdict_free(&v);
+	inject_resolve(ex);
+	return;
+reap:
+	inject_reap(ex);
+}
+
+/* Split "http(s)://HOST[:PORT][/]" into the injector's upstream fields. */
+static int
+inject_parse_upstream(struct inject *inj, const char *url, char **cause)
+{
+	struct evhttp_uri	*u;
+	const char		*scheme, *host, *path;
+	int			 port, rc = -1;
+
+	if (url == NULL || (u = evhttp_uri_parse_with_flags(url, 0)) == NULL) {
+		inject_cause(cause, "upstream %s is not a URL", url != NULL ? url : "(none)");
+		return -1;
+	}
+	scheme = evhttp_uri_get_scheme(u);
+	host = evhttp_uri_get_host(u);
+	path = evhttp_uri_get_path(u);
+	port = evhttp_uri_get_port(u);
+	if (scheme == NULL || (strcmp(scheme, "https") != 0 && strcmp(scheme, "http") != 0)) {
+		inject_cause(cause, "upstream %s: the scheme must be https (or http)", url);
+		goto out;
+	}
+	if (host == NULL || *host == '\0' || evhttp_uri_get_userinfo(u) != NULL ||
+	    evhttp_uri_get_query(u) != NULL || evhttp_uri_get_fragment(u) != NULL ||
+	    (path != NULL && *path != '\0' && strcmp(path, "/") != 0)) {
+		inject_cause(cause, "upstream %s: only scheme://host[:port] is accepted", url);
+		goto out;
+	}
+	inj->up_tls = strcmp(scheme, "https") == 0;
+	inj->up_port = port > 0 ? port : inj->up_tls ? 443 : 80;
+	inj->up_host = strdup(host);
+	if (port > 0 && port != (inj->up_tls ? 443 : 80) && strchr(host, ':') != NULL)
+		rc = asprintf(&inj->up_hosthdr, "[%s]:%d", host, port);
+	else if (port > 0 && port != (inj->up_tls ? 443 : 80))
+		rc = asprintf(&inj->up_hosthdr, "%s:%d", host, port);
+	else
+		rc = (inj->up_hosthdr = strdup(host)) == NULL ? -1 : 0;
+	if (rc == -1 || inj->up_host == NULL) {
+		inj->up_hosthdr = NULL;
+		inject_cause(cause, "out of memory");
+		rc = -1;
+		goto out;
+	}
+	rc = 0;
+out:
+	evhttp_uri_free(u);
+	return rc;
+}
+
+/* Strdup that keeps NULL; sets *bad on failure. */
+static char *
+inject_strdup(const char *s, int *bad)
+{
+	char	*d;
+
+	if (s == NULL)
+		return NULL;
+	if ((d = strdup(s)) == NULL)
+		*bad = 1;
+	return d;
+}
+
+struct inject *
+inject_new(struct event_base *base, int listen_fd, const struct inject_target *t,
+    char **cause)
+{
+	struct inject	*inj = NULL;
+	struct timeval	 tv = { INJECT_TIMEOUT, 0 };
+	const char	*p;
+	int		 bad = 0;
+
+	*cause = NULL;
+	inject_memory_init();
+	if ((inj = calloc(1, sizeof *inj)) == NULL) {
+		inject_cause(cause, "out of memory");
+		goto fail;
+	}
+	TAILQ_INIT(&inj->live);
+	inj->base = base;
+	inj->api = t->api;
+	inj->auth = t->auth;
+	inj->scope = t->scope;
+	inj->secret = t->secret;
+	inj->audit = t->audit;
+	inj->arg = t->arg;
+	inj->max_body = t->max_body != 0 ? t->max_body : t->api == HTTP_API_GIT ?
+	    INJECT_MAX_BODY_GIT : INJECT_MAX_BODY_API;
+	inj->host = inject_strdup(t->host, &bad);
+	inj->username = inject_strdup(t->username, &bad);
+	inj->placeholder = inject_strdup(t->placeholder, &bad);
+	if (bad) {
+		inject_cause(cause, "out of memory");
+		goto fail;
+	}
+	if (t->scope == NULL || t->secret == NULL) {
+		inject_cause(cause, "injector needs a policy scope and a secret");
+		goto fail;
+	}
+	if (t->auth == INJECT_AUTH_BASIC) {
+		if (t->username == NULL || *t->username == '\0') {
+			inject_cause(cause, "injector: Basic authentication needs a username");
+			goto fail;
+		}
+		for (p = t->username; *p != '\0'; p++)
+			if (*p == ':' || (unsigned char)*p < 0x20 || *p == 0x7f) {
+				inject_cause(cause, "injector: bad username");
+				goto fail;
+			}
+	}
+	if (t->placeholder != NULL)
+		for (p = t->placeholder; *p != '\0'; p++)
+			if ((unsigned char)*p <= 0x20 || *p == 0x7f) {
+				inject_cause(cause, "injector: bad placeholder");
+				goto fail;
+			}
+	if (inject_parse_upstream(inj, t->upstream, cause) != 0)
+		goto fail;
+	if (inj->up_tls && (inj->ssl_ctx = inject_ssl_ctx(t->ca_file, cause)) == NULL)
+		goto fail;
+	if ((inj->http = evhttp_new(base)) == NULL) {
+		inject_cause(cause, "cannot create the HTTP server");
+		goto fail;
+	}
+	evhttp_set_max_headers_size(inj->http, INJECT_MAX_HEADERS);
+	evhttp_set_max_body_size(inj->http, (ev_ssize_t)inj->max_body);
+	evhttp_set_timeout_tv(inj->http, &tv);
+	/* Every method evhttp knows reaches us, so that refusals are ours and audited. */
+	evhttp_set_allowed_methods(inj->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+	    EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS |
+	    EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+	evhttp_set_default_content_type(inj->http, "application/json; charset=utf-8");
+	evhttp_set_gencb(inj->http, inject_request_cb, inj);
+	/* evconnlistener accepts until EAGAIN: a blocking listener would stall the loop. */
+	if (evutil_make_socket_nonblocking(listen_fd) != 0 ||
+	    evhttp_accept_socket(inj->http, listen_fd) != 0) {
+		inject_cause(cause, "cannot listen on the injector socket");
+		goto fail;
+	}
+	listen_fd = -1;		/* transferred */
+	return inj;
+fail:
+	if (listen_fd != -1)
+		evutil_closesocket(listen_fd);
+	if (*cause == NULL)
+		inject_cause(cause, "out of memory");
+	inject_free(inj);
+	return NULL;
+}
+
+void
+inject_free(struct inject *inj)
+{
+	struct exchange	*ex;
+
+	if (inj == NULL)
+		return;
+	while ((ex = TAILQ_FIRST(&inj->live)) != NULL) {
+		if (!ex->audited) {
+			ex->status = 0;
+			inject_audit(ex, "the call ended before the answer was complete");
+		}
+		inject_exchange_free(ex);
+	}
+	if (inj->http != NULL)
+		evhttp_free(inj->http);
+	if (inj->dns != NULL)
+		evdns_base_free(inj->dns, 0);
+	if (inj->ssl_ctx != NULL)
+		SSL_CTX_free(inj->ssl_ctx);
+	free(inj->host);
+	free(inj->up_host);
+	free(inj->up_hosthdr);
+	free(inj->username);
+	free(inj->placeholder);
+	free(inj);
+}
+
+unsigned int
+inject_unauthorized(const struct inject *inj)
+{
+	return inj->n401;
+}
+
+unsigned int
+inject_requests(const struct inject *inj)
+{
+	return inj->nrequests;
+}
