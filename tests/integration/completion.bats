@@ -27,6 +27,11 @@ setup_file() {
 
 teardown_file() {
 	[ -z "${CT:-}" ] || rm -rf "$CT"
+	sb_reap_suite
+}
+
+teardown() {
+	sb_reap
 }
 
 # complete WORD...: the last word is the one being completed; prints COMPREPLY sorted.

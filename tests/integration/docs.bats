@@ -14,6 +14,14 @@ setup_file() {
 	command -v mandoc >/dev/null || skip "mandoc is missing (tests/deps.sh installs it)"
 }
 
+teardown_file() {
+	sb_reap_suite
+}
+
+teardown() {
+	sb_reap
+}
+
 # Every string in a `static const char *const NAME[] = { ... };` table of config.c,
 # and the keys secret.c accepts for a source.
 config_keys() {

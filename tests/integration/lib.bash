@@ -230,7 +230,7 @@ sb_sweep() {
 	while read -r p; do
 		[ -n "$p" ] && pids+=("$p")
 	done < <(_sb_tagged '*' | while read -r p; do
-		id=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^SB_PROC_TAG=//p')
+		id=$({ tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | sed -n 's/^SB_PROC_TAG=//p')
 		id=${id%%/*}
 		[ -n "$id" ] && ! _sb_id_alive "$id" && echo "$p"
 	done)
