@@ -79,6 +79,15 @@ struct session {
 	size_t		  nsecrets;
 	int		  max_concurrent;
 	char		 *file;
+	/*
+	 * The user its host-side children run as: "runner" in the drop-in, else
+	 * the global runner (shared, warned about by --check). Never root, the
+	 * overflow uid, a session user or another session's own runner.
+	 */
+	char		 *runner;
+	uid_t		  runner_uid;
+	gid_t		  runner_gid;
+	int		  runner_own;	/* set in the session, not the fallback */
 };
 
 struct config {
@@ -146,5 +155,7 @@ int			 config_session_has_tool(const struct session *, const char *);
 /* Whether an owner/name is allowlisted for a session (case-insensitive, like GitHub). */
 int			 config_session_has_repo(const struct session *, const char *);
 const struct git_host	*config_git_host(const struct config *, const char *);
+/* Every distinct runner uid (global first); returns how many, at most max. */
+size_t			 config_runner_uids(const struct config *, uid_t *uids, size_t max);
 
 #endif
