@@ -346,7 +346,7 @@ static int
 parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 {
 	static const char *const keys[] = { "path", "profile", "cwd", "rules", "deny_args",
-	    "env", "secrets", "timeout", "output_limit", "help", "host", NULL };
+	    "env", "secrets", "timeout", "output_limit", "help", "host", "network", NULL };
 	char *where = at("tools", name), *s = NULL, *w = NULL;
 	long long v;
 	json_t *rules, *e, *env;
@@ -393,6 +393,18 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 		t->cwd = CWD_WORKSPACE;
 	else {
 		lerr(l, where, "cwd must be \"scratch\" or \"workspace\"");
+		goto out;
+	}
+	free(s);
+	s = NULL;
+	if (get_str(l, obj, where, "network", &s) != 0)
+		goto out;
+	if (s == NULL || strcmp(s, "host") == 0)
+		t->network = TOOL_NET_HOST;
+	else if (strcmp(s, "none") == 0)
+		t->network = TOOL_NET_NONE;
+	else {
+		lerr(l, where, "network must be \"host\" or \"none\"");
 		goto out;
 	}
 	v = t->timeout;

@@ -22,6 +22,11 @@ enum tool_profile {
 	PROFILE_GH,		/* GitHub CLI: extra checks, repository context */
 };
 
+enum tool_network {
+	TOOL_NET_HOST,		/* the host's network (the jail shares it) */
+	TOOL_NET_NONE,		/* a new network namespace: loopback only, down */
+};
+
 struct rule {
 	int		  allow;	/* 1 allow, 0 deny */
 	char		**argv;		/* fnmatch patterns; "**" (last only) = any rest */
@@ -57,6 +62,7 @@ struct tool {
 	uint64_t	  output_limit;	/* bytes of stdout+stderr */
 	char		 *help;		/* one line for "what you may run" */
 	char		 *host;		/* gh profile: the GitHub host gh talks to */
+	enum tool_network network;	/* what the jailed child can reach */
 };
 
 struct git_host {

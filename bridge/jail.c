@@ -58,7 +58,7 @@ jail_clone_flags(const struct jail *j)
 {
 	int f = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
 
-	if (j->netns_fd < 0)
+	if (j->netns_fd == JAIL_NET_NEW)
 		f |= CLONE_NEWNET;
 	return f;
 }

@@ -11,7 +11,8 @@
 
 #include <stddef.h>
 
-#define JAIL_MAX_BINDS	16
+#define JAIL_NET_NEW	(-1)	/* a new netns: only loopback, and that down */
+#define JAIL_NET_HOST	(-2)	/* the daemon's own network (tools that need it) */
 
 struct jail_bind {
 	const char	*path;		/* absolute; mounted at the same path inside */
@@ -24,7 +25,8 @@ struct jail {
 	 * happens in the child's own mount namespace only; the host never sees it.
 	 */
 	const char		*root;
-	int			 netns_fd;	/* -1: a new, empty netns; else join it */
+	int			 netns_fd;	/* JAIL_NET_NEW, JAIL_NET_HOST, or an
+						   fd of a netns to join */
 	const struct jail_bind	*binds;		/* scratch dir, mirror, workspace, tool */
 	size_t			 nbinds;
 	const char		*tmp;		/* /tmp is a symlink to this (unless a bind

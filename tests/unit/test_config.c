@@ -230,6 +230,26 @@ test_session_runners(void **state)
 }
 
 static void
+test_tool_network(void **state)
+{
+	char *cause = NULL;
+	struct config *c;
+
+	(void)state;
+	c = load("{\"runner\": \"daemon\", \"tools\": {\"a\": {\"path\": \"/bin/sh\"}, "
+	    "\"b\": {\"path\": \"/bin/sh\", \"network\": \"none\"}, "
+	    "\"c\": {\"path\": \"/bin/sh\", \"network\": \"host\"}}}", &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	assert_int_equal(config_tool(c, "a")->network, TOOL_NET_HOST);
+	assert_int_equal(config_tool(c, "b")->network, TOOL_NET_NONE);
+	assert_int_equal(config_tool(c, "c")->network, TOOL_NET_HOST);
+	config_unref(c);
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"a\": {\"path\": \"/bin/sh\", "
+	    "\"network\": \"some\"}}}", "tools.a", "network must be");
+}
+
+static void
 test_rejections(void **state)
 {
 	(void)state;
@@ -426,6 +446,7 @@ main(void)
 		cmocka_unit_test(test_sessions_and_dropins),
 		cmocka_unit_test(test_dropin_errors_name_the_file),
 		cmocka_unit_test(test_session_runners),
+		cmocka_unit_test(test_tool_network),
 		cmocka_unit_test(test_rejections),
 		cmocka_unit_test(test_file_permissions),
 		cmocka_unit_test(test_secret_sources),
