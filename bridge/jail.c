@@ -26,6 +26,21 @@
 #include "log.h"
 #include "util.h"
 
+/* The read-only system directories of every jail (see jail_system). */
+int
+jail_is_system_path(const char *path)
+{
+	static const char *const dirs[] = { "/usr/", "/etc/", "/bin/", "/sbin/", "/lib/",
+	    "/lib32/", "/lib64/", "/libx32/", NULL };
+	size_t i;
+
+	for (i = 0; dirs[i] != NULL; i++) {
+		if (strncmp(path, dirs[i], strlen(dirs[i])) == 0 && strstr(path, "/../") == NULL)
+			return 1;
+	}
+	return 0;
+}
+
 #if defined(__linux__)
 
 /*

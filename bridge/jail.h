@@ -33,6 +33,9 @@ struct jail {
 						   is below /tmp), or NULL */
 };
 
+/* Whether path is inside the system directories every jail has (no bind needed). */
+int		jail_is_system_path(const char *path);
+
 /* The clone(2) flags that create the jail's namespaces. */
 int		jail_clone_flags(const struct jail *);
 

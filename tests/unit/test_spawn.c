@@ -383,6 +383,11 @@ test_jail_signals(void **state)
 	close(ch.in);
 	close(ch.out);
 	close(ch.err);
+	assert_true(jail_is_system_path("/usr/bin/gh"));
+	assert_true(jail_is_system_path("/bin/sh"));
+	assert_false(jail_is_system_path("/usr/../tmp/x"));
+	assert_false(jail_is_system_path("/usrx/bin/gh"));
+	assert_false(jail_is_system_path("/tmp/sbt.1/tools/x.sh"));
 	/* A tool's own exit code passes through unchanged. */
 	assert_int_equal(spawn_wait_status(1, 3 << 8), 3 << 8);
 	assert_int_equal(spawn_wait_status(0, 143 << 8), 143 << 8);
