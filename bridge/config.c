@@ -346,7 +346,8 @@ static int
 parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 {
 	static const char *const keys[] = { "path", "profile", "cwd", "rules", "deny_args",
-	    "env", "secrets", "timeout", "output_limit", "help", "host", "network", NULL };
+	    "env", "secrets", "timeout", "output_limit", "help", "host", "network", "expose",
+	    NULL };
 	char *where = at("tools", name), *s = NULL, *w = NULL;
 	long long v;
 	json_t *rules, *e, *env;
@@ -424,6 +425,16 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 	}
 	if (get_strv(l, obj, where, "deny_args", 256, &t->deny_args, &t->ndeny_args) != 0)
 		goto out;
+	if (get_strv(l, obj, where, "expose", TOOL_EXPOSE_MAX, &t->expose, &t->nexpose) != 0)
+		goto out;
+	for (i = 0; i < t->nexpose; i++) {
+		if (t->expose[i][0] != '/' || strstr(t->expose[i], "/../") != NULL ||
+		    strcmp(t->expose[i], "/") == 0) {
+			lerr(l, where, "expose: %s must be an absolute path without .. (not /)",
+			    t->expose[i]);
+			goto out;
+		}
+	}
 
 	rules = json_object_get(obj, "rules");
 	if (rules != NULL) {
@@ -1230,6 +1241,7 @@ config_unref(struct config *c)
 		}
 		free(t->rules);
 		free_strv(t->deny_args, t->ndeny_args);
+		free_strv(t->expose, t->nexpose);
 		for (j = 0; j < t->nenv; j++) {
 			free(t->env[j].name);
 			free(t->env[j].value);

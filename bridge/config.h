@@ -63,7 +63,11 @@ struct tool {
 	char		 *help;		/* one line for "what you may run" */
 	char		 *host;		/* gh profile: the GitHub host gh talks to */
 	enum tool_network network;	/* what the jailed child can reach */
+	char		**expose;	/* host paths the jailed child may read */
+	size_t		  nexpose;
 };
+
+#define TOOL_EXPOSE_MAX	8
 
 struct git_host {
 	char		*name;		/* host as the sandbox writes it: github.com */

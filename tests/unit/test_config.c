@@ -244,7 +244,19 @@ test_tool_network(void **state)
 	assert_int_equal(config_tool(c, "a")->network, TOOL_NET_HOST);
 	assert_int_equal(config_tool(c, "b")->network, TOOL_NET_NONE);
 	assert_int_equal(config_tool(c, "c")->network, TOOL_NET_HOST);
+	assert_int_equal(config_tool(c, "c")->nexpose, 0);
 	config_unref(c);
+	c = load("{\"runner\": \"daemon\", \"tools\": {\"a\": {\"path\": \"/bin/sh\", "
+	    "\"expose\": [\"/opt/ca.pem\", \"/srv/data\"]}}}", &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	assert_int_equal(config_tool(c, "a")->nexpose, 2);
+	assert_string_equal(config_tool(c, "a")->expose[1], "/srv/data");
+	config_unref(c);
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"a\": {\"path\": \"/bin/sh\", "
+	    "\"expose\": [\"relative\"]}}}", "tools.a", "absolute");
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"a\": {\"path\": \"/bin/sh\", "
+	    "\"expose\": [\"/\"]}}}", "tools.a", "absolute");
 	expect_error("{\"runner\": \"daemon\", \"tools\": {\"a\": {\"path\": \"/bin/sh\", "
 	    "\"network\": \"some\"}}}", "tools.a", "network must be");
 }
