@@ -309,10 +309,23 @@ spawn_jail_init(void *arg)
 		spawn_child_fail(a->status, "jail: vfork");
 	if (tool == 0)
 		spawn_exec(r, a->pin, a->pout, a->perr, a->status, self);
-	spawn_closefrom(0);
 	if (setgroups(0, NULL) != 0 || setresgid(r->gid, r->gid, r->gid) != 0 ||
 	    setresuid(r->uid, r->uid, r->uid) != 0)
 		_exit(127);	/* takes the namespace, and the tool, with it */
+	/*
+	 * The uid change cleared the parent-death signal: arm it again, and check
+	 * once more (the daemon still holds the status pipe's read end) that the
+	 * daemon did not die in between.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		_exit(127);
+	{
+		struct pollfd pfd = { a->status, POLLOUT, 0 };
+
+		if (poll(&pfd, 1, 0) < 0 || (pfd.revents & POLLERR) != 0)
+			_exit(127);
+	}
+	spawn_closefrom(0);
 	for (;;) {
 		if ((sig = sigwaitinfo(&set, NULL)) < 0)
 			continue;

@@ -222,6 +222,53 @@ test_spawn_exec_failure(void **state)
 	free(cause);
 }
 
+/* Whether pid exists and is not a zombie. */
+static int
+proc_alive(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p != NULL && p[1] == ' ' && p[2] != 'Z';
+}
+
+/* How many live processes have a command line starting with the len bytes of want. */
+static int
+cmdline_count(const char *want, size_t len)
+{
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+	int found = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		char p[300], cmd[64] = "";
+		int fd;
+		ssize_t n;
+
+		snprintf(p, sizeof p, "/proc/%s/cmdline", de->d_name);
+		if ((fd = open(p, O_RDONLY)) < 0)
+			continue;
+		n = read(fd, cmd, sizeof cmd - 1);
+		close(fd);
+		if (n >= (ssize_t)len && memcmp(cmd, want, len) == 0 && proc_alive(atoi(de->d_name)))
+			found++;
+	}
+	closedir(d);
+	return found;
+}
+
 /* A jail's directories: its (empty) root, a runner-owned scratch, a host secret. */
 struct jt {
 	char	root[64], scratch[64], secret[64], file[96];
@@ -395,6 +442,55 @@ test_jail_signals(void **state)
 }
 
 static void
+test_jail_dies_with_parent(void **state)
+{
+	struct jt t;
+	struct jail j = { NULL, JAIL_NET_HOST, NULL, 0, NULL };
+	char *argv[] = { "sleep", "654.5", NULL }, *envp[] = { NULL }, *cause = NULL;
+	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, &j };
+	int p[2], status, i, alive = 1;
+	pid_t mid, tool = 0;
+	char buf[32], path[64];
+
+	(void)state;
+	jt_setup(&t);
+	j.root = t.root;
+	assert_int_equal(pipe(p), 0);
+	/* A "daemon" that spawns a jailed tool, reports it, and is killed. */
+	if ((mid = fork()) == 0) {
+		struct child ch;
+
+		if (spawn_child(&r, &ch, &cause) != 0)
+			_exit(1);
+		snprintf(buf, sizeof buf, "%d\n", (int)ch.pid);
+		(void)!write(p[1], buf, strlen(buf));
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	assert_true(read(p[0], buf, sizeof buf) > 0);
+	close(p[0]);
+	/* The init (a child of mid) runs as the runner now: the uid change must not disarm it. */
+	usleep(200000);
+	snprintf(path, sizeof path, "/proc/%d", atoi(buf));
+	assert_int_equal(access(path, F_OK), 0);
+	tool = (pid_t)atoi(buf);
+	assert_int_equal(kill(mid, SIGKILL), 0);
+	assert_int_equal(waitpid(mid, &status, 0), mid);
+	/* The init and the tool die (an unreaped zombie of the init is dead too). */
+	for (i = 0; i < 100 && alive; i++) {
+		alive = proc_alive(tool) || cmdline_count("sleep\0" "654.5", 12) > 0;
+		if (alive)
+			usleep(10000);
+	}
+	if (alive)
+		print_message("init %d alive %d, sleeps %d\n", (int)tool, proc_alive(tool),
+		    cmdline_count("sleep\0" "654.5", 12));
+	assert_false(alive);
+	jt_teardown(&t);
+}
+
+static void
 test_jail_failures(void **state)
 {
 	struct jt t;
@@ -505,6 +601,7 @@ main(void)
 		cmocka_unit_test(test_jail_view),
 		cmocka_unit_test(test_jail_grandchild_dies),
 		cmocka_unit_test(test_jail_signals),
+		cmocka_unit_test(test_jail_dies_with_parent),
 		cmocka_unit_test(test_jail_failures),
 		cmocka_unit_test(test_jail_netns),
 	};
