@@ -24,6 +24,7 @@
 struct bufferevent;
 struct config;
 struct envbuild;
+struct jail;
 struct event;
 struct job;
 struct op;
@@ -128,8 +129,10 @@ const struct redact *conn_redact(const struct conn *);
  * Start the child and the relay as the runner (c->scratch, c->output_limit,
  * c->red_* set by the op). On failure an error is sent and -1 returned.
  */
+/* jail: NULL, or the call's jail (bridge/jail.h); the child runs as the session's runner. */
 int		 conn_start(struct conn *, const char *path, char *const *argv,
-		    struct envbuild *, int cwd_fd, const char *cwd, int timeout);
+		    struct envbuild *, int cwd_fd, const char *cwd, int timeout,
+		    const struct jail *jail);
 /* Seconds since the request started. */
 double		 conn_elapsed(const struct conn *);
 

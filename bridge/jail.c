@@ -26,6 +26,30 @@
 #include "log.h"
 #include "util.h"
 
+/* An empty spec for one request. */
+void
+jail_spec_init(struct jail_spec *s, const char *root, int netns_fd, const char *tmp)
+{
+	memset(s, 0, sizeof *s);
+	s->j.root = root;
+	s->j.netns_fd = netns_fd;
+	s->j.tmp = tmp;
+	s->j.binds = s->b;
+}
+
+/* Add one bind unless the system directories already show it. */
+int
+jail_spec_bind(struct jail_spec *s, const char *path, int writable)
+{
+	if (!writable && jail_is_system_path(path))
+		return 0;
+	if (s->j.nbinds == JAIL_SPEC_BINDS)
+		return -1;
+	s->b[s->j.nbinds].path = path;
+	s->b[s->j.nbinds++].writable = writable;
+	return 0;
+}
+
 /* The read-only system directories of every jail (see jail_system). */
 int
 jail_is_system_path(const char *path)

@@ -33,6 +33,22 @@ struct jail {
 						   is below /tmp), or NULL */
 };
 
+/* A jail with room for its binds, filled in by the caller for one request. */
+#define JAIL_SPEC_BINDS	16
+struct jail_spec {
+	struct jail		j;
+	struct jail_bind	b[JAIL_SPEC_BINDS];
+};
+
+/* Start a spec (no binds yet); root, tmp must outlive it. */
+void		jail_spec_init(struct jail_spec *, const char *root, int netns_fd,
+		    const char *tmp);
+/*
+ * Add a bind of path (kept by pointer). Read-only paths inside the system
+ * directories are skipped: every jail has them. -1 when the spec is full.
+ */
+int		jail_spec_bind(struct jail_spec *, const char *path, int writable);
+
 /* Whether path is inside the system directories every jail has (no bind needed). */
 int		jail_is_system_path(const char *path);
 

@@ -63,6 +63,7 @@ usage(FILE *f)
 	    "                     problem with its file and location, then exit\n"
 	    "  --check-no-secrets validate without loading secret values\n"
 	    "  -d, --debug        verbose diagnostics on stderr\n"
+	    "  --no-jail          run tools without the per-call jail (measurements only)\n"
 	    "\n"
 	    "Signals: SIGHUP reloads the config atomically (a bad config is rejected and\n"
 	    "the running one keeps serving); SIGTERM/SIGINT stop.\n"
@@ -83,6 +84,7 @@ main(int argc, char **argv)
 		{ "check", no_argument, NULL, 'C' },
 		{ "check-no-secrets", no_argument, NULL, 'N' },
 		{ "debug", no_argument, NULL, 'd' },
+		{ "no-jail", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -117,6 +119,9 @@ main(int argc, char **argv)
 			break;
 		case 'd':
 			debug = 1;
+			break;
+		case 'J':
+			server_no_jail();
 			break;
 		case 'h':
 			usage(stdout);
