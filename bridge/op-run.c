@@ -31,7 +31,6 @@
 static struct envbuild *
 op_run_env(struct conn *c, const struct tool *t, json_t *env, char **cause)
 {
-	const struct config *cfg = c->cfg;
 	struct envbuild *e = envbuild_new();
 	const char *k;
 	json_t *v;
