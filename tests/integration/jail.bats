@@ -89,6 +89,7 @@ teardown_file() {
 	done
 	rm -f "$(cat "$SB_DIR/hostfile" 2>/dev/null)"
 	[ "$rc" -ne 0 ] || rm -rf "$SB_DIR"
+	sb_reap_suite
 	return "$rc"
 }
 
@@ -105,18 +106,20 @@ no_runners() {
 
 # After every test: nothing of the runners left, the daemon alive.
 teardown() {
+	local rc=0
 	if ! sb_wait_for 3 no_runners; then
 		echo "runner processes outlived the test:" >&2
 		ps -o pid,ppid,stat,user,args -u "$RUN_A,$RUN_B,$SB_RUNNER" >&2 || true
 		pkill -KILL -u "$RUN_A" || true
 		pkill -KILL -u "$RUN_B" || true
-		return 1
-	fi
-	if ! kill -0 "$SB_PID" 2>/dev/null; then
+		rc=1
+	elif ! kill -0 "$SB_PID" 2>/dev/null; then
 		echo "the daemon died:" >&2
 		tail -n 30 "$SB_DIR/log/daemon.log" >&2
-		return 1
+		rc=1
 	fi
+	sb_reap
+	return "$rc"
 }
 
 # Fail if $1 (a secret-bearing text) holds the secret in any of a few transformations.
@@ -154,7 +157,7 @@ $RUN_B" ]
 
 @test "session A cannot see session B's running child, its environ, or its secret" {
 	local m=mk-hold-$RANDOM p
-	as_t 40 sbt-bob hold -c "sleep 30; : $m" >/dev/null 2>&1 3>&- &
+	sb_bg as_t 40 sbt-bob hold -c "sleep 30; : $m" </dev/null >/dev/null 2>&1
 	local bg=$!
 	sb_wait_for 5 eval "pgrep -u $RUN_B -f -- '$m' >/dev/null"
 	p=$(pgrep -u "$RUN_B" -f -- "$m" | head -n 1)
@@ -167,7 +170,7 @@ $RUN_B" ]
 	[[ $stderr == *"/proc/$p/environ: No such file or directory"* ]]
 	[[ $output != *"sleep 30"* ]]
 	[ "${lines[-1]}" = end ]
-	kill "$bg" 2>/dev/null || true
+	kill -- -"$bg" 2>/dev/null || true
 	pkill -KILL -u "$RUN_B" || true
 	wait "$bg" 2>/dev/null || true
 }
