@@ -157,7 +157,7 @@ $RUN_B" ]
 
 @test "session A cannot see session B's running child, its environ, or its secret" {
 	local m=mk-hold-$RANDOM p
-	sb_bg as_t 40 sbt-bob hold -c "sleep 30; : $m" </dev/null >/dev/null 2>&1
+	as_t 40 sbt-bob hold -c "sleep 30; : $m" </dev/null >/dev/null 2>&1 3>&- &
 	local bg=$!
 	sb_wait_for 5 eval "pgrep -u $RUN_B -f -- '$m' >/dev/null"
 	p=$(pgrep -u "$RUN_B" -f -- "$m" | head -n 1)
@@ -170,7 +170,7 @@ $RUN_B" ]
 	[[ $stderr == *"/proc/$p/environ: No such file or directory"* ]]
 	[[ $output != *"sleep 30"* ]]
 	[ "${lines[-1]}" = end ]
-	kill -- -"$bg" 2>/dev/null || true
+	kill "$bg" 2>/dev/null || true
 	pkill -KILL -u "$RUN_B" || true
 	wait "$bg" 2>/dev/null || true
 }
