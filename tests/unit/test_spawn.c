@@ -447,7 +447,7 @@ test_jail_dies_with_parent(void **state)
 	struct jt t;
 	struct jail j = { NULL, JAIL_NET_HOST, NULL, 0, NULL };
 	char *argv[] = { "sleep", "654.5", NULL }, *envp[] = { NULL }, *cause = NULL;
-	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, &j };
+	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j };
 	int p[2], status, i, alive = 1;
 	pid_t mid, tool = 0;
 	char buf[32], path[64];
