@@ -243,6 +243,16 @@ check_users(const struct config *c)
 		    st.st_uid != s->uid))
 			check_say("warning", "session %s: workspace %s is not owned by %s",
 			    s->name, s->workspace, pw->pw_name);
+		/* Sharing the global runner is warned about with the config's findings. */
+		if (!s->runner_own)
+			continue;
+		if ((pw = getpwnam(s->runner)) != NULL && c->socket_group != NULL &&
+		    check_in_group(pw->pw_name, pw->pw_gid, c->socket_gid))
+			check_say("FAIL", "session %s: runner %s is in the socket group %s: "
+			    "tools could call the bridge", s->name, s->runner, c->socket_group);
+		else
+			check_say("ok", "session %s: runner %s (uid %u)", s->name, s->runner,
+			    (unsigned)s->runner_uid);
 	}
 }
 

@@ -27,6 +27,7 @@
 #include "util.h"
 
 #define SESSIONS_GECOS		"shimbridge session "	/* marks the accounts we own */
+#define SESSIONS_RUNNER_GECOS	"shimbridge runner of session "	/* and their runners */
 #define SESSIONS_BEGIN		"# >>> shimbridge >>>"
 #define SESSIONS_END		"# <<< shimbridge <<<"
 #define SESSIONS_FILE_MAX	(1024 * 1024)
@@ -343,6 +344,77 @@ sessions_userdel(const char *user)
 	return adm_run(argv, 0) == 0 ? 0 : -1;
 }
 
+/* Whether user was made by session add as the runner of session name. */
+static int
+sessions_runner_owned(const char *user, const char *name)
+{
+	struct passwd *pw = getpwnam(user);
+	char *want;
+	int ok;
+
+	if (pw == NULL || pw->pw_gecos == NULL)
+		return 0;
+	xasprintf(&want, SESSIONS_RUNNER_GECOS "%s", name);
+	ok = strcmp(pw->pw_gecos, want) == 0;
+	free(want);
+	return ok;
+}
+
+/*
+ * The session's own runner: a locked system user with its own group, no home,
+ * no login shell. 1 if created, 0 if a runner we made for this session earlier
+ * is reused, -1 (said why) if the name is taken or useradd fails.
+ */
+static int
+sessions_add_runner(const struct config *c, const char *runner, const char *name)
+{
+	const char *prog = sessions_prog(sessions_useradd_paths);
+	const char *mprog = sessions_prog(sessions_usermod_paths);
+	struct passwd *pw;
+	char *gecos, *lv[] = { (char *)mprog, "--lock", (char *)runner, NULL };
+	char *uv[] = { (char *)prog, "--system", "--no-create-home", "--home-dir",
+	    "/nonexistent", "--shell", "/usr/sbin/nologin", "--user-group", "--comment",
+	    NULL, (char *)runner, NULL };
+	size_t i;
+
+	if ((pw = getpwnam(runner)) != NULL) {
+		for (i = 0; i < c->nsessions; i++) {
+			if (c->sessions[i].runner_uid == pw->pw_uid || c->sessions[i].uid == pw->pw_uid)
+				break;
+		}
+		if (!sessions_runner_owned(runner, name) || i < c->nsessions ||
+		    pw->pw_uid == c->runner_uid) {
+			fprintf(stderr, "shimbridge: user %s exists and is not a free runner made "
+			    "for session %s; remove it or choose another session name\n", runner,
+			    name);
+			return -1;
+		}
+		printf("using existing runner %s (uid %u)\n", runner, (unsigned)pw->pw_uid);
+		return 0;
+	}
+	if (prog == NULL) {
+		fprintf(stderr, "shimbridge: useradd not found; cannot create the runner %s\n",
+		    runner);
+		return -1;
+	}
+	xasprintf(&gecos, SESSIONS_RUNNER_GECOS "%s", name);
+	uv[9] = gecos;
+	if (adm_run(uv, 0) != 0) {
+		fprintf(stderr, "shimbridge: useradd %s failed\n", runner);
+		free(gecos);
+		return -1;
+	}
+	free(gecos);
+	if (mprog == NULL || adm_run(lv, 1) != 0)
+		fprintf(stderr, "shimbridge: warning: cannot lock the password of %s\n", runner);
+	if ((pw = getpwnam(runner)) == NULL) {
+		fprintf(stderr, "shimbridge: useradd did not create %s\n", runner);
+		return -1;
+	}
+	printf("created runner %s (uid %u)\n", runner, (unsigned)pw->pw_uid);
+	return 1;
+}
+
 /* The drop-in file of a session. */
 static char *
 sessions_dropin(const struct config *c, const char *name)
@@ -371,9 +443,9 @@ sessions_add(struct admin *a, int argc, char **argv)
 	struct config *c = NULL, *c2 = NULL;
 	const char *name, *user_opt = NULL, *ws_opt = NULL, *group;
 	char *user = NULL, *home = NULL, *ws = NULL, *text = NULL, *cause = NULL;
-	char *dropin = NULL, *fname = NULL, real[PATH_MAX];
+	char *dropin = NULL, *fname = NULL, real[PATH_MAX], *runner = NULL;
 	json_t *tools = json_array(), *repos = json_array(), *obj = NULL, *e;
-	int ch, reload = 1, created = 0, rc = ADM_FAIL, n;
+	int ch, reload = 1, created = 0, rc = ADM_FAIL, n, runner_created = 0;
 	size_t i;
 
 	memset(&setup, 0, sizeof setup);
@@ -414,6 +486,14 @@ sessions_add(struct admin *a, int argc, char **argv)
 	if (!sessions_valid_user(user)) {
 		fprintf(stderr, "shimbridge: %s is not a portable user name (a-z, 0-9, _ "
 		    "and -, at most 32); choose one with --user\n", user);
+		rc = ADM_INVALID;
+		goto out;
+	}
+	xasprintf(&runner, "sb-%s-run", name);
+	if (!sessions_valid_user(runner)) {
+		fprintf(stderr, "shimbridge: the session's runner would be %s, not a portable "
+		    "user name (a-z, 0-9, _ and -, at most 32); choose a shorter lower-case "
+		    "session name\n", runner);
 		rc = ADM_INVALID;
 		goto out;
 	}
@@ -581,10 +661,17 @@ sessions_add(struct admin *a, int argc, char **argv)
 		}
 	}
 
+	/* Its own runner: no uid shared with another session's tools. */
+	if ((runner_created = sessions_add_runner(c, runner, name)) < 0) {
+		runner_created = 0;
+		goto rollback;
+	}
+
 	/* The drop-in, then the whole config as the daemon will see it. */
 	obj = json_object();
 	json_object_set_new(obj, "name", json_string(name));
 	json_object_set_new(obj, "user", json_string(user));
+	json_object_set_new(obj, "runner", json_string(runner));
 	json_object_set_new(obj, "workspace", json_string(real));
 	json_object_set(obj, "tools", tools);
 	json_object_set(obj, "repos", repos);
@@ -604,7 +691,8 @@ sessions_add(struct admin *a, int argc, char **argv)
 	}
 	for (i = 0; i < c2->nwarnings; i++)
 		fprintf(stderr, "shimbridge: warning: %s\n", c2->warnings[i]);
-	printf("session %s: user %s, workspace %s, drop-in %s\n", name, user, real, dropin);
+	printf("session %s: user %s, runner %s, workspace %s, drop-in %s\n", name, user, runner,
+	    real, dropin);
 	if (json_array_size(tools) == 0)
 		fprintf(stderr, "shimbridge: warning: session %s may use no tool; pass "
 		    "--tools\n", name);
@@ -612,6 +700,8 @@ sessions_add(struct admin *a, int argc, char **argv)
 	goto out;
 
 rollback:
+	if (runner_created && sessions_userdel(runner) == 0)
+		fprintf(stderr, "shimbridge: removed the new runner %s again\n", runner);
 	if (created) {
 		users_kill_all(id.uid);
 		if (sessions_userdel(user) == 0 && id.home != NULL)
@@ -638,6 +728,7 @@ out:
 	free(cause);
 	free(dropin);
 	free(fname);
+	free(runner);
 	return rc;
 }
 
@@ -939,12 +1030,12 @@ sessions_remove(struct admin *a, int argc, char **argv)
 		{ "keep-mirrors", no_argument, NULL, 'm' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct users_id id = { 0 };
+	struct users_id id = { 0 }, rid = { 0 };
 	struct config *c = NULL;
 	const struct session *s;
 	char *dropin = NULL, *ws = NULL;
 	const char *name;
-	int ch, keep = 0, keep_mirrors = 0, reload = 1, rc = ADM_FAIL, owned, left;
+	int ch, keep = 0, keep_mirrors = 0, reload = 1, rc = ADM_FAIL, owned, left, rowned;
 
 	adm_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "c:", longopts, NULL)) != -1) {
@@ -988,6 +1079,14 @@ sessions_remove(struct admin *a, int argc, char **argv)
 			goto out;
 		}
 	}
+	/* Its runner too, when session add made it for this session. */
+	rowned = s->runner_own && sessions_runner_owned(s->runner, name) &&
+	    users_lookup(s->runner, &rid) == 0;
+	if (rowned && (left = users_kill_all(rid.uid)) != 0) {
+		fprintf(stderr, "shimbridge: %d processes of %s survive SIGKILL; not removing "
+		    "the session\n", left, rid.name);
+		goto out;
+	}
 	if (unlink(dropin) != 0) {
 		fprintf(stderr, "shimbridge: cannot remove %s: %s\n", dropin, strerror(errno));
 		goto out;
@@ -1028,6 +1127,14 @@ sessions_remove(struct admin *a, int argc, char **argv)
 	else if (keep_mirrors)
 		printf("kept the mirrors of session %s under %s/mirrors/%s\n", name,
 		    c->state_dir, name);
+	if (rowned) {
+		(void)users_kill_all(rid.uid);
+		if (sessions_userdel(rid.name) != 0) {
+			fprintf(stderr, "shimbridge: userdel %s failed\n", rid.name);
+			rc = ADM_FAIL;
+		} else
+			printf("removed runner %s\n", rid.name);
+	}
 	if (reload) {
 		int r = ctl_reload(a, 1);
 
@@ -1041,6 +1148,7 @@ usage:
 	rc = ADM_USAGE;
 out:
 	users_id_free(&id);
+	users_id_free(&rid);
 	config_unref(c);
 	free(dropin);
 	free(ws);

@@ -370,7 +370,8 @@ static int
 parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 {
 	static const char *const keys[] = { "path", "profile", "cwd", "rules", "deny_args",
-	    "env", "secrets", "timeout", "output_limit", "help", "host", "ca_file", NULL };
+	    "env", "secrets", "timeout", "output_limit", "help", "host", "ca_file", "network",
+	    "expose", NULL };
 	char *where = at("tools", name), *s = NULL, *w = NULL;
 	long long v;
 	json_t *rules, *e, *env;
@@ -416,6 +417,21 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 		lerr(l, where, "cwd must be \"scratch\" or \"workspace\"");
 		goto out;
 	}
+	free(s);
+	s = NULL;
+	if (get_str(l, obj, where, "network", &s) != 0)
+		goto out;
+	/* An injected tool (gh) reaches its host only through the injector's socket. */
+	if (s == NULL)
+		t->network = t->profile->inject ? TOOL_NET_NONE : TOOL_NET_HOST;
+	else if (strcmp(s, "host") == 0)
+		t->network = TOOL_NET_HOST;
+	else if (strcmp(s, "none") == 0)
+		t->network = TOOL_NET_NONE;
+	else {
+		lerr(l, where, "network must be \"host\" or \"none\"");
+		goto out;
+	}
 	v = t->timeout;
 	if (get_int(l, obj, where, "timeout", 1, 86400, &v) != 0)
 		goto out;
@@ -439,6 +455,16 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 
 	if (get_strv(l, obj, where, "deny_args", 256, &t->deny_args, &t->ndeny_args) != 0)
 		goto out;
+	if (get_strv(l, obj, where, "expose", TOOL_EXPOSE_MAX, &t->expose, &t->nexpose) != 0)
+		goto out;
+	for (i = 0; i < t->nexpose; i++) {
+		if (t->expose[i][0] != '/' || strstr(t->expose[i], "/../") != NULL ||
+		    strcmp(t->expose[i], "/") == 0) {
+			lerr(l, where, "expose: %s must be an absolute path without .. (not /)",
+			    t->expose[i]);
+			goto out;
+		}
+	}
 
 	rules = json_object_get(obj, "rules");
 	if (rules != NULL) {
@@ -561,7 +587,7 @@ static int
 parse_session(struct loader *l, json_t *obj, const char *where, struct session *s)
 {
 	static const char *const keys[] = { "name", "user", "uid", "workspace", "tools",
-	    "repos", "secrets", "max_concurrent", NULL };
+	    "repos", "secrets", "max_concurrent", "runner", NULL };
 	long long uid = -1, mc = 0;
 	char *ws = NULL, *w;
 	size_t i;
@@ -577,6 +603,7 @@ parse_session(struct loader *l, json_t *obj, const char *where, struct session *
 		return lerr(l, where, "\"name\" is required: 1-64 characters of A-Z a-z 0-9 _ . -");
 	w = at(where, s->name);
 	if (get_str(l, obj, w, "user", &s->user) != 0 ||
+	    get_str(l, obj, w, "runner", &s->runner) != 0 ||
 	    get_int(l, obj, w, "uid", 0, UINT32_MAX - 1, &uid) != 0 ||
 	    get_str(l, obj, w, "workspace", &ws) != 0 ||
 	    get_strv(l, obj, w, "tools", 64, &s->tools, &s->ntools) != 0 ||
@@ -994,6 +1021,60 @@ find_secret(struct secret_src *v, size_t n, const char *name)
 	return NULL;
 }
 
+/* Resolve a session's runner (its own or the global fallback). */
+static int
+config_session_runner(struct loader *l, struct config *c, struct session *s)
+{
+	struct passwd *pw;
+
+	l->file = s->file;
+	if (s->runner == NULL) {
+		s->runner = xstrdup(c->runner);
+		s->runner_uid = c->runner_uid;
+		s->runner_gid = c->runner_gid;
+		s->runner_own = 0;
+		return 0;
+	}
+	if ((pw = getpwnam(s->runner)) == NULL)
+		return lerr(l, s->name, "runner %s does not exist (shimbridge session add "
+		    "creates it)", s->runner);
+	s->runner_uid = pw->pw_uid;
+	s->runner_gid = pw->pw_gid;
+	if (s->runner_uid == 0 || s->runner_gid == 0)
+		return lerr(l, s->name, "runner %s must not be root or in group root", s->runner);
+	if (s->runner_uid == OVERFLOW_UID)
+		return lerr(l, s->name, "runner %s must not be the overflow uid", s->runner);
+	/* Naming the global runner is the fallback spelled out: shared, warned about. */
+	s->runner_own = s->runner_uid != c->runner_uid;
+	return 0;
+}
+
+/* Warn once about sessions sharing the global runner, naming them and what to do. */
+static void
+config_warn_shared_runner(struct config *c)
+{
+	char *names = NULL, *t;
+	size_t i, n = 0;
+
+	for (i = 0; i < c->nsessions; i++) {
+		if (c->sessions[i].runner_own)
+			continue;
+		if (names == NULL)
+			names = xstrdup(c->sessions[i].name);
+		else {
+			xasprintf(&t, "%s, %s", names, c->sessions[i].name);
+			free(names);
+			names = t;
+		}
+		n++;
+	}
+	if (n > 1)
+		config_warn(c, "sessions %s share the global runner %s: give each session its "
+		    "own runner (shimbridge session add NAME creates sb-NAME-run, or set "
+		    "\"runner\" in the session's drop-in to a user of its own)", names, c->runner);
+	free(names);
+}
+
 /* Checks across sections: users, references, uniqueness. */
 static int
 config_crosscheck(struct loader *l, struct config *c)
@@ -1040,11 +1121,25 @@ config_crosscheck(struct loader *l, struct config *c)
 			    c->tools[i].name, c->tools[i].ca_file);
 	}
 	for (i = 0; i < c->nsessions; i++) {
+		if (config_session_runner(l, c, &c->sessions[i]) != 0)
+			return -1;
+	}
+	for (i = 0; i < c->nsessions; i++) {
 		struct session *s = &c->sessions[i];
 
 		l->file = s->file;
 		if (s->uid == c->runner_uid)
 			return lerr(l, s->name, "a session cannot use the runner's uid");
+		for (j = 0; j < c->nsessions; j++) {
+			if (c->sessions[j].runner_uid == s->uid)
+				return lerr(l, s->name, "uid %u is the runner of session %s",
+				    (unsigned)s->uid, c->sessions[j].name);
+			if (j < i && s->runner_own && c->sessions[j].runner_own &&
+			    s->runner_uid == c->sessions[j].runner_uid)
+				return lerr(l, s->name, "runner %s is also the runner of session "
+				    "%s: a runner belongs to one session (shimbridge session add "
+				    "creates one per session)", s->runner, c->sessions[j].name);
+		}
 		for (j = 0; j < i; j++) {
 			if (strcmp(c->sessions[j].name, s->name) == 0)
 				return lerr(l, s->name, "session name also used in %s",
@@ -1072,6 +1167,7 @@ config_crosscheck(struct loader *l, struct config *c)
 				    s->name);
 		}
 	}
+	config_warn_shared_runner(c);
 	l->file = c->path;
 	return 0;
 }
@@ -1193,6 +1289,7 @@ config_unref(struct config *c)
 		}
 		free(t->rules);
 		free_strv(t->deny_args, t->ndeny_args);
+		free_strv(t->expose, t->nexpose);
 		for (j = 0; j < t->nenv; j++) {
 			free(t->env[j].name);
 			free(t->env[j].value);
@@ -1218,6 +1315,7 @@ config_unref(struct config *c)
 
 		free(s->name);
 		free(s->user);
+		free(s->runner);
 		free(s->workspace);
 		free_strv(s->tools, s->ntools);
 		free_strv(s->repos, s->nrepos);
@@ -1295,6 +1393,24 @@ config_tool(const struct config *c, const char *name)
 			return &c->tools[i];
 	}
 	return NULL;
+}
+
+/* Every distinct runner uid, the global one first. */
+size_t
+config_runner_uids(const struct config *c, uid_t *uids, size_t max)
+{
+	size_t i, j, n = 0;
+
+	if (max == 0)
+		return 0;
+	uids[n++] = c->runner_uid;
+	for (i = 0; i < c->nsessions && n < max; i++) {
+		for (j = 0; j < n && uids[j] != c->sessions[i].runner_uid; j++)
+			;
+		if (j == n)
+			uids[n++] = c->sessions[i].runner_uid;
+	}
+	return n;
 }
 
 /* Whether the session lists the tool. */

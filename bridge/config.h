@@ -18,6 +18,11 @@ enum cwd_mode {
 	CWD_WORKSPACE,		/* the shim's cwd, only inside the session workspace */
 };
 
+enum tool_network {
+	TOOL_NET_HOST,		/* the host's network (the jail shares it) */
+	TOOL_NET_NONE,		/* a new network namespace: loopback only, down */
+};
+
 struct rule {
 	int		  allow;	/* 1 allow, 0 deny */
 	char		**argv;		/* fnmatch patterns; "**" (last only) = any rest */
@@ -59,7 +64,12 @@ struct tool {
 	 * tool itself (gh: SSL_CERT_FILE) and by the bridge's HTTP injector. NULL: system CAs.
 	 */
 	char		 *ca_file;
+	enum tool_network network;	/* what the jailed child can reach */
+	char		**expose;	/* host paths the jailed child may read */
+	size_t		  nexpose;
 };
+
+#define TOOL_EXPOSE_MAX	8
 
 struct git_host {
 	char		*name;		/* host as the sandbox writes it: github.com */
@@ -82,6 +92,15 @@ struct session {
 	size_t		  nsecrets;
 	int		  max_concurrent;
 	char		 *file;
+	/*
+	 * The user its host-side children run as: "runner" in the drop-in, else
+	 * the global runner (shared, warned about by --check). Never root, the
+	 * overflow uid, a session user or another session's own runner.
+	 */
+	char		 *runner;
+	uid_t		  runner_uid;
+	gid_t		  runner_gid;
+	int		  runner_own;	/* set in the session, not the fallback */
 };
 
 struct config {
@@ -149,5 +168,7 @@ int			 config_session_has_tool(const struct session *, const char *);
 /* Whether an owner/name is allowlisted for a session (case-insensitive, like GitHub). */
 int			 config_session_has_repo(const struct session *, const char *);
 const struct git_host	*config_git_host(const struct config *, const char *);
+/* Every distinct runner uid (global first); returns how many, at most max. */
+size_t			 config_runner_uids(const struct config *, uid_t *uids, size_t max);
 
 #endif

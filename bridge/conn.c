@@ -433,7 +433,7 @@ conn_redactor(struct conn *c)
 /* Start the child and the relay; on failure send an error and return -1. */
 int
 conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild *env,
-    int cwd_fd, const char *cwd, int timeout)
+    int cwd_fd, const char *cwd, int timeout, const struct jail *jail)
 {
 	struct spawn_req r;
 	struct child ch;
@@ -443,12 +443,13 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 	r.path = path;
 	r.argv = argv;
 	r.envp = envbuild_array(env);
-	r.uid = c->cfg->runner_uid;
-	r.gid = c->cfg->runner_gid;
+	r.uid = c->session->runner_uid;
+	r.gid = c->session->runner_gid;
 	r.cwd_fd = cwd_fd;
 	r.cwd = cwd;
 	r.cpu_seconds = timeout + 5;
 	r.extra_fd = c->child_fd3;
+	r.jail = jail;
 	if (spawn_child(&r, &ch, &cause) != 0) {
 		json_t *a = conn_audit_base(c, "error");
 		char *msg;

@@ -24,6 +24,7 @@
 struct bufferevent;
 struct config;
 struct envbuild;
+struct jail;
 struct event;
 struct evbuffer;
 struct filereq;
@@ -139,8 +140,10 @@ const struct redact *conn_redact(const struct conn *);
  * Start the child and the relay as the runner (c->scratch, c->output_limit,
  * c->red_* set by the op). On failure an error is sent and -1 returned.
  */
+/* jail: NULL, or the call's jail (bridge/jail.h); the child runs as the session's runner. */
 int		 conn_start(struct conn *, const char *path, char *const *argv,
-		    struct envbuild *, int cwd_fd, const char *cwd, int timeout);
+		    struct envbuild *, int cwd_fd, const char *cwd, int timeout,
+		    const struct jail *jail);
 /*
  * Fetch an allowed request's file arguments from the peer before its child starts
  * (docs/PROTOCOL.md "File arguments"): fr (transferred) names them; one FILE_REQ

@@ -295,7 +295,8 @@ gitop_env(struct gitop *g, const char *scratch, const char *via, char **cause)
 		int rc;
 
 		xasprintf(&base, "%s/mirrors", c->state_dir);
-		rc = gitop_mkdirs(base, rel, c->runner_uid, c->runner_gid, cause);
+		rc = gitop_mkdirs(base, rel, g->session->runner_uid, g->session->runner_gid,
+		    cause);
 		free(base);
 		free(rel);
 		if (rc != 0)

@@ -28,6 +28,7 @@ struct job {
 	enum job_state		 state;
 	pid_t			 pid;		/* also the process group */
 	int			 status;
+	int			 jailed;	/* pid is a jail's init (spawn_wait_status) */
 	time_t			 reaped_at;
 	int			 term_sent;
 	int			 fd_in, fd_out, fd_err;
@@ -185,6 +186,7 @@ job_new(struct event_base *base, struct child *ch, const struct job_cb *cb, void
 
 	j->state = JOB_RUNNING;
 	j->pid = ch->pid;
+	j->jailed = ch->jailed;
 	j->fd_in = ch->in;
 	j->fd_out = ch->out;
 	j->fd_err = ch->err;
@@ -382,7 +384,7 @@ job_reaped(pid_t pid, int status)
 	TAILQ_FOREACH(j, &job_all, entry) {
 		if (j->pid != pid || j->state != JOB_RUNNING)
 			continue;
-		j->status = status;
+		j->status = spawn_wait_status(j->jailed, status);
 		j->reaped_at = time(NULL);
 		job_set_state(j, JOB_DEAD);
 		/* Leftovers of the group die with the leader: nothing outlives a job. */

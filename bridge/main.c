@@ -15,6 +15,7 @@
 #include "proto.h"
 #include "keyring.h"
 #include "server.h"
+#include "spawn.h"
 #include "util.h"
 
 #define DEFAULT_CONFIG	"/etc/shimbridge/config.json"
@@ -64,6 +65,7 @@ usage(FILE *f)
 	    "                     problem with its file and location, then exit\n"
 	    "  --check-no-secrets validate without loading secret values\n"
 	    "  -d, --debug        verbose diagnostics on stderr\n"
+	    "  --no-jail          run tools without the per-call jail (measurements only)\n"
 	    "\n"
 	    "Signals: SIGHUP reloads the config atomically (a bad config is rejected and\n"
 	    "the running one keeps serving); SIGTERM/SIGINT stop.\n"
@@ -84,6 +86,7 @@ main(int argc, char **argv)
 		{ "check", no_argument, NULL, 'C' },
 		{ "check-no-secrets", no_argument, NULL, 'N' },
 		{ "debug", no_argument, NULL, 'd' },
+		{ "no-jail", no_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -95,6 +98,9 @@ main(int argc, char **argv)
 	char **warn = NULL;
 	int ch, check = 0, no_secrets = 0, debug = 0, rc;
 	size_t i, nwarn = 0;
+
+	/* Before anything changes environ: where the kernel put our environment. */
+	spawn_env_area(environ);
 
 	util_progname = "shimbridged";
 	/*
@@ -118,6 +124,9 @@ main(int argc, char **argv)
 			break;
 		case 'd':
 			debug = 1;
+			break;
+		case 'J':
+			server_no_jail();
 			break;
 		case 'h':
 			usage(stdout);

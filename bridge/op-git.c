@@ -24,6 +24,7 @@
 #include "request.h"
 #include "secret.h"
 #include "server.h"
+#include "jail.h"
 #include "spawn.h"
 #include "util.h"
 
@@ -75,7 +76,8 @@ void
 op_git(struct conn *c, json_t *req)
 {
 	struct gitop g;
-	char *cause = NULL, *msg = NULL;
+	struct jail_spec js;
+	char *cause = NULL, *msg = NULL, *mdir = NULL;
 	const char *why = NULL;
 	int wfd = -1;
 
@@ -108,8 +110,8 @@ op_git(struct conn *c, json_t *req)
 	c->rule = xstrdup(g.rule);
 	if (conn_check_busy(c) != 0)
 		goto out;
-	c->scratch = spawn_scratch_create(c->srv->scratch_dir, c->cfg->runner_uid,
-	    c->cfg->runner_gid, &cause);
+	c->scratch = spawn_scratch_create(c->srv->scratch_dir, c->session->runner_uid,
+	    c->session->runner_gid, &cause);
 	if (c->scratch == NULL) {
 		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare a private "
 		    "directory for git; nothing was sent. Tell the operator.");
@@ -141,14 +143,29 @@ op_git(struct conn *c, json_t *req)
 	}
 	c->srv->n_allowed++;
 	audit_write(conn_audit_base(c, "allowed"), conn_redact(c));
+	if (c->srv->jail_root != NULL) {
+		/*
+		 * Jailed, with its own session's mirrors only. The upstream leg still
+		 * talks to the real host itself, so it shares the host's network until
+		 * the injector's listener inside a netns of its own takes over
+		 * (jail_netns_listen).
+		 */
+		xasprintf(&mdir, "%s/%s", c->srv->mirror_dir, c->session->name);
+		jail_spec_init(&js, c->srv->jail_root, JAIL_NET_HOST, c->scratch);
+		jail_spec_bind(&js, c->scratch, 1);
+		jail_spec_bind(&js, c->cfg->git_helper, 0);
+		jail_spec_bind(&js, mdir, 1);
+	}
 	c->child_fd3 = wfd;
-	conn_start(c, c->cfg->git_helper, g.argv, g.env, -1, c->scratch, c->cfg->git_timeout);
+	conn_start(c, c->cfg->git_helper, g.argv, g.env, -1, c->scratch, c->cfg->git_timeout,
+	    c->srv->jail_root != NULL ? &js.j : NULL);
 	c->child_fd3 = 0;
 out:
 	/* Only the child's processes may hold the write end. */
 	if (wfd != -1)
 		close(wfd);
 	gitop_clear(&g);
+	free(mdir);
 	free(cause);
 	free(msg);
 }

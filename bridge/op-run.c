@@ -25,6 +25,7 @@
 #include "request.h"
 #include "secret.h"
 #include "server.h"
+#include "jail.h"
 #include "spawn.h"
 #include "util.h"
 
@@ -32,7 +33,6 @@
 static struct envbuild *
 op_run_env(struct conn *c, const struct tool *t, json_t *env, char **cause)
 {
-	const struct config *cfg = c->cfg;
 	struct envbuild *e = envbuild_new();
 	const char *k;
 	json_t *v;
@@ -41,8 +41,8 @@ op_run_env(struct conn *c, const struct tool *t, json_t *env, char **cause)
 	envbuild_set(e, "PATH", "/usr/bin:/bin", 13, 0);
 	envbuild_set(e, "HOME", c->scratch, strlen(c->scratch), 0);
 	envbuild_set(e, "TMPDIR", c->scratch, strlen(c->scratch), 0);
-	envbuild_set(e, "USER", cfg->runner, strlen(cfg->runner), 0);
-	envbuild_set(e, "LOGNAME", cfg->runner, strlen(cfg->runner), 0);
+	envbuild_set(e, "USER", c->session->runner, strlen(c->session->runner), 0);
+	envbuild_set(e, "LOGNAME", c->session->runner, strlen(c->session->runner), 0);
 	envbuild_set(e, "LANG", "C.UTF-8", 7, 0);
 	if (env != NULL) {
 		json_object_foreach(env, k, v) {
@@ -152,8 +152,8 @@ op_run_inject(struct conn *c, const struct tool *t, struct envbuild *env, char *
 		p.ca_file = t->ca_file;
 	p.base = c->srv->base;
 	p.scratch = c->scratch;
-	p.uid = c->cfg->runner_uid;
-	p.gid = c->cfg->runner_gid;
+	p.uid = c->session->runner_uid;
+	p.gid = c->session->runner_gid;
 	p.host = profile_host(t);
 	p.repos = (const char *const *)c->session->repos;
 	p.nrepos = c->session->nrepos;
@@ -232,7 +232,9 @@ op_run_start(struct conn *c, const struct tool *t, char **argv, const struct pol
     json_t *jenv, int cwd_fd)
 {
 	struct envbuild *env = NULL;
+	struct jail_spec js;
 	char *cause = NULL;
+	size_t i;
 
 	if ((env = op_run_env(c, t, jenv, &cause)) == NULL) {
 		conn_deny(c, ERR_UNAVAILABLE, "secret unavailable", cause);
@@ -263,8 +265,28 @@ op_run_start(struct conn *c, const struct tool *t, char **argv, const struct pol
 
 		audit_write(a, conn_redact(c));
 	}
+	if (c->srv->jail_root != NULL) {
+		/*
+		 * Jailed: the scratch dir, the tool if it lives outside the system
+		 * dirs, what the config exposes, and for cwd=workspace the workspace
+		 * (the cwd is then the path checked by op_run, resolved inside the
+		 * jail, where a symlink can reach nothing else; cwd_fd stays its
+		 * owner's to close).
+		 */
+		jail_spec_init(&js, c->srv->jail_root, t->network == TOOL_NET_NONE ?
+		    JAIL_NET_NEW : JAIL_NET_HOST, c->scratch);
+		jail_spec_bind(&js, c->scratch, 1);
+		jail_spec_bind(&js, t->path, 0);
+		for (i = 0; i < t->nexpose; i++)
+			jail_spec_bind(&js, t->expose[i], 0);
+		if (t->cwd == CWD_WORKSPACE) {
+			jail_spec_bind(&js, c->session->workspace, 1);
+			cwd_fd = -1;
+		}
+	}
 	conn_start(c, t->path, argv, env, cwd_fd,
-	    t->cwd == CWD_SCRATCH ? c->scratch : NULL, t->timeout);
+	    t->cwd == CWD_SCRATCH ? c->scratch : c->cwd, t->timeout,
+	    c->srv->jail_root != NULL ? &js.j : NULL);
 out:
 	envbuild_free(env);
 	free(cause);
@@ -360,8 +382,8 @@ op_run(struct conn *c, json_t *req)
 			goto out;
 		}
 	}
-	c->scratch = spawn_scratch_create(c->srv->scratch_dir, c->cfg->runner_uid,
-	    c->cfg->runner_gid, &cause);
+	c->scratch = spawn_scratch_create(c->srv->scratch_dir, c->session->runner_uid,
+	    c->session->runner_gid, &cause);
 	if (c->scratch == NULL) {
 		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare a private "
 		    "directory for the command; nothing was run. Tell the operator.");

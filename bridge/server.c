@@ -446,6 +446,37 @@ server_clean_scratch(const char *dir)
 	closedir(d);
 }
 
+static int	server_jail = 1;	/* cleared by --no-jail */
+
+/* Run tools without the per-call jail (measurements only). */
+void
+server_no_jail(void)
+{
+	server_jail = 0;
+}
+
+/* A killed daemon's children may linger: every runner owns nothing else now. */
+static void
+server_kill_runners(const struct config *cfg)
+{
+	const char *name;
+	uid_t uids[1024];
+	size_t n = config_runner_uids(cfg, uids, 1024), i, k;
+	int killed;
+
+	for (i = 0; i < n; i++) {
+		if ((killed = platform_kill_uid(uids[i])) <= 0)
+			continue;
+		name = cfg->runner;
+		for (k = 0; k < cfg->nsessions; k++) {
+			if (cfg->sessions[k].runner_uid == uids[i])
+				name = cfg->sessions[k].runner;
+		}
+		log_warnx("killed %d leftover process%s of the runner %s", killed,
+		    killed == 1 ? "" : "es", name);
+	}
+}
+
 /* Run the daemon until asked to stop. */
 int
 server_run(struct config *cfg, struct keyring *kr, const char *config_path, char **cause)
@@ -471,10 +502,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 		log_warnx("cannot become a subreaper: %s", strerror(errno));
 	if (hygiene_mkdir_root(cfg->state_dir, 0755, 1, cause) != 0)
 		return -1;
-	/* A killed daemon's children may linger: the runner owns nothing else now. */
-	if ((n = platform_kill_uid(cfg->runner_uid)) > 0)
-		log_warnx("killed %d leftover process%s of the runner %s", n, n == 1 ? "" : "es",
-		    cfg->runner);
+	server_kill_runners(cfg);
 	xasprintf(&srv.scratch_dir, "%s/run", cfg->state_dir);
 	xasprintf(&srv.mirror_dir, "%s/mirrors", cfg->state_dir);
 	/* run/: traversable, not listable; every call gets an unguessable 0700 dir. */
@@ -484,6 +512,13 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	if (hygiene_mkdir_root(srv.mirror_dir, 0711, 1, cause) != 0)
 		goto out;
 	audit_syslog(cfg->audit_syslog);
+	if (server_jail) {
+		/* Only a mount point for the jails' roots, each in its own mount namespace. */
+		xasprintf(&srv.jail_root, "%s/jail", cfg->state_dir);
+		if (hygiene_mkdir_root(srv.jail_root, 0700, 1, cause) != 0)
+			goto out;
+	} else
+		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");
 	if (audit_open(cfg->audit_path, cause) != 0)
 		goto out;
 	if ((srv.base = event_base_new()) == NULL) {
@@ -571,6 +606,7 @@ out:
 	config_unref(srv.cfg);
 	free(srv.scratch_dir);
 	free(srv.mirror_dir);
+	free(srv.jail_root);
 	free(fds);
 	return rc;
 }

@@ -34,6 +34,7 @@ struct server {
 	char			*own_socket;	/* unlinked at exit when we bound it */
 	char			*scratch_dir;	/* state_dir/run: per-call private dirs */
 	char			*mirror_dir;	/* state_dir/mirrors */
+	char			*jail_root;	/* state_dir/jail; NULL: no jail (--no-jail) */
 	struct event		*ev_sig[5];
 	struct event		*ev_sweep;
 	struct event		*ev_resume;
@@ -51,6 +52,8 @@ struct server {
  * The keyring was loaded for cfg by the caller; reloads keep it in sync.
  */
 int	server_run(struct config *, struct keyring *, const char *config_path, char **cause);
+/* Run tools without the per-call jail (shimbridged --no-jail, for measurements); before server_run. */
+void	server_no_jail(void);
 /* Requests of a session in flight (its conns in CONN_RUNNING). */
 int	server_session_running(const struct server *, const struct session *);
 

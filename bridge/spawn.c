@@ -1,4 +1,5 @@
 /* Child processes: building their environment and running them as the runner. */
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -9,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@
 
 #include <sodium.h>
 
+#include "jail.h"
 #include "platform.h"
 #include "hygiene.h"
 #include "spawn.h"
@@ -239,6 +243,141 @@ spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status, p
 	spawn_child_fail(status, r->path);
 }
 
+static char	*spawn_env_lo;		/* the daemon's original environment area */
+static size_t	 spawn_env_len;
+
+/* Record the extent of the strings envp points at (contiguous, from the kernel). */
+void
+spawn_env_area(char **envp)
+{
+	char *lo = NULL, *hi = NULL, *end;
+	size_t i;
+
+	for (i = 0; envp != NULL && envp[i] != NULL; i++) {
+		end = envp[i] + strlen(envp[i]) + 1;
+		if (lo == NULL || envp[i] < lo)
+			lo = envp[i];
+		if (hi == NULL || end > hi)
+			hi = end;
+	}
+	spawn_env_lo = lo;
+	spawn_env_len = lo != NULL ? (size_t)(hi - lo) : 0;
+}
+
+/* What the jail's init needs: the request and the child's ends of the pipes. */
+struct spawn_jailarg {
+	const struct spawn_req	*r;
+	int			 pin, pout, perr, status;
+};
+
+/*
+ * PID 1 of the jail: build the filesystem, start the tool, then only reap and
+ * forward signals. It runs on a private copy of the daemon's memory (clone
+ * without CLONE_VM), is non-dumpable and drops to the runner once the tool runs,
+ * so the tool (same uid, no CAP_SYS_PTRACE) cannot read it.
+ */
+static int
+spawn_jail_init(void *arg)
+{
+	const struct spawn_jailarg *a = arg;
+	const struct spawn_req *r = a->r;
+	struct sigaction sa;
+	sigset_t set;
+	const char *what;
+	pid_t tool, p, self;
+	int sig, st;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	for (sig = 1; sig < NSIG; sig++)
+		(void)sigaction(sig, &sa, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_SETMASK, &set, NULL);
+	/* Its own process group, so the daemon's kill(-pid) reaches it. */
+	if (setsid() < 0)
+		spawn_child_fail(a->status, "jail: setsid");
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		spawn_child_fail(a->status, "jail: non-dumpable");
+	/*
+	 * The daemon is outside our PID namespace (getppid() is 0 here), so the
+	 * race with its death is closed through the status pipe instead: once the
+	 * death signal is armed, a daemon already gone shows as no reader left.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		spawn_child_fail(a->status, "jail: parent-death signal");
+	{
+		struct pollfd pfd = { a->status, POLLOUT, 0 };
+
+		if (poll(&pfd, 1, 0) < 0 || (pfd.revents & POLLERR) != 0)
+			_exit(127);
+	}
+	if ((what = jail_enter(r->jail)) != NULL) {
+		char msg[96];
+
+		snprintf(msg, sizeof msg, "jail: %s", what);
+		spawn_child_fail(a->status, msg);
+	}
+	/* vfork: we are suspended until the tool has exec'd or failed (and said why). */
+	self = getpid();	/* 1 */
+	if ((tool = vfork()) < 0)
+		spawn_child_fail(a->status, "jail: vfork");
+	if (tool == 0)
+		spawn_exec(r, a->pin, a->pout, a->perr, a->status, self);
+	/* The tool has exec'd: our copy of the daemon's environment goes first. */
+	if (spawn_env_lo != NULL)
+		explicit_bzero(spawn_env_lo, spawn_env_len);
+	if (setgroups(0, NULL) != 0 || setresgid(r->gid, r->gid, r->gid) != 0 ||
+	    setresuid(r->uid, r->uid, r->uid) != 0)
+		_exit(127);	/* takes the namespace, and the tool, with it */
+	/*
+	 * The uid change cleared the parent-death signal: arm it again, and check
+	 * once more (the daemon still holds the status pipe's read end) that the
+	 * daemon did not die in between.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		_exit(127);
+	{
+		struct pollfd pfd = { a->status, POLLOUT, 0 };
+
+		if (poll(&pfd, 1, 0) < 0 || (pfd.revents & POLLERR) != 0)
+			_exit(127);
+	}
+	spawn_closefrom(0);
+	for (;;) {
+		if ((sig = sigwaitinfo(&set, NULL)) < 0)
+			continue;
+		if (sig != SIGCHLD) {
+			(void)kill(-tool, sig);
+			continue;
+		}
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+			if (p != tool)
+				continue;
+			if (WIFSIGNALED(st))
+				_exit(128 + WTERMSIG(st));
+			_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
+		}
+	}
+}
+
+/* Map a jail init's 128+N exit back to "killed by N". */
+int
+spawn_wait_status(int jailed, int wstatus)
+{
+	int code;
+
+	if (!jailed || !WIFEXITED(wstatus))
+		return wstatus;
+	code = WEXITSTATUS(wstatus);
+	if (code > 128 && code < 128 + 32)
+		return code - 128;	/* the wait status of a death by signal, no core */
+	return wstatus;
+}
+
 /* Make an fd non-blocking and close-on-exec. */
 static int
 spawn_nonblock(int fd)
@@ -268,18 +407,46 @@ spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 		xasprintf(cause, "pipe: %s", strerror(errno));
 		goto fail;
 	}
-	/*
-	 * vfork: the child shares our memory until it execs, so the cost does not grow
-	 * with the daemon's size and we are suspended only until the exec (which we
-	 * wait for anyway). The child only makes system calls on its own stack frames
-	 * and never returns from here (spawn_exec does not return).
-	 */
-	if ((pid = vfork()) < 0) {
-		xasprintf(cause, "vfork: %s", strerror(errno));
-		goto fail;
+	if (r->jail != NULL) {
+		struct spawn_jailarg ja = { r, pin[0], pout[1], perr[1], st[1] };
+
+		if (r->cwd_fd >= 0) {
+			/* An fd from outside the jail would be a way out of it. */
+			xasprintf(cause, "a jailed child needs its cwd as a path");
+			goto fail;
+		}
+		/*
+		 * clone without CLONE_VM: the init lives as long as the tool, so it
+		 * cannot borrow our memory the way a vfork child does until exec.
+		 */
+		/*
+		 * The raw system call with no new stack: the child goes on, like a
+		 * fork, on its copy of this stack (a separate static stack confuses
+		 * sanitizers' stack bookkeeping). It never returns from here.
+		 */
+		pid = (pid_t)syscall(SYS_clone, (unsigned long)(jail_clone_flags(r->jail) |
+		    SIGCHLD), NULL, NULL, NULL, 0UL);
+		if (pid == 0)
+			_exit(spawn_jail_init(&ja));
+		if (pid < 0) {
+			xasprintf(cause, "clone: %s", strerror(errno));
+			goto fail;
+		}
+		c->jailed = 1;
+	} else {
+		/*
+		 * vfork: the child shares our memory until it execs, so the cost does
+		 * not grow with the daemon's size and we are suspended only until the
+		 * exec (which we wait for anyway). The child only makes system calls on
+		 * its own stack frames and never returns from here.
+		 */
+		if ((pid = vfork()) < 0) {
+			xasprintf(cause, "vfork: %s", strerror(errno));
+			goto fail;
+		}
+		if (pid == 0)
+			spawn_exec(r, pin[0], pout[1], perr[1], st[1], parent);
 	}
-	if (pid == 0)
-		spawn_exec(r, pin[0], pout[1], perr[1], st[1], parent);
 	close(st[1]);
 	st[1] = -1;
 	close(pin[0]);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 struct envbuild;
+struct jail;
 
 struct spawn_req {
 	const char	 *path;		/* absolute program path */
@@ -22,6 +23,15 @@ struct spawn_req {
 	int		  cpu_seconds;	/* RLIMIT_CPU */
 	int		  extra_fd;	/* > 2: given to the child as its fd 3 (not
 					   close-on-exec); 0: none */
+	/*
+	 * NULL, or run jailed (bridge/jail.h): the child is then a small init, PID 1
+	 * of its own namespaces, which starts the tool, reaps, forwards SIGTERM,
+	 * SIGINT and SIGHUP to the tool's process group, and exits with the tool's
+	 * status (128+N when a signal killed it; spawn_wait_status maps that back).
+	 * Its exit makes the kernel kill whatever else is left in the namespace. With
+	 * a jail cwd_fd must be -1: give cwd as a path visible inside the jail.
+	 */
+	const struct jail *jail;
 };
 
 struct child {
@@ -29,6 +39,7 @@ struct child {
 	int		in;		/* write end of the child's stdin */
 	int		out;		/* read end of its stdout */
 	int		err;		/* read end of its stderr */
+	int		jailed;		/* pid is the jail's init */
 };
 
 /*
@@ -37,6 +48,12 @@ struct child {
  * exec failed (the child is reaped in that case).
  */
 int	spawn_child(const struct spawn_req *, struct child *, char **cause);
+/*
+ * The tool's wait status from what waitpid reported for a child's pid: for a
+ * jailed child an init exit of 128+N (N a signal) reads as "killed by N", the
+ * way a shell reports it.
+ */
+int	spawn_wait_status(int jailed, int wstatus);
 
 /*
  * Environment building. Values that are secrets are kept in guarded memory and
@@ -50,6 +67,13 @@ char *const	*envbuild_array(struct envbuild *);	/* NULL-terminated, owned */
 size_t		 envbuild_count(const struct envbuild *);
 void		 envbuild_free(struct envbuild *);
 
+/*
+ * Remember the daemon's original environment area (the strings envp points at
+ * when main starts, which /proc/PID/environ shows). A jail's init is a copy of
+ * the daemon that never execs: it wipes that area before it becomes the runner,
+ * since the environment may hold a secret (an "env" secret source).
+ */
+void	 spawn_env_area(char **envp);
 /* A fresh private directory under parent, owned by uid:gid, mode 0700. */
 char	*spawn_scratch_create(const char *parent, uid_t, gid_t, char **cause);
 /* Remove a tree without following symlinks. */

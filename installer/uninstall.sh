@@ -6,8 +6,8 @@
 # Keeps /etc/shimbridge (config, sessions.d, the secret store and its key) and
 # /var/log/shimbridge (the audit log) unless --purge. The state directory
 # /var/lib/shimbridge only holds caches (git mirrors, scratch) and always goes.
-# Session users made by `shimbridge session add` are not touched: remove them
-# first with `shimbridge session remove NAME`.
+# Session users made by `shimbridge session add`, and their runners (sb-NAME-run),
+# are not touched: remove them first with `shimbridge session remove NAME`.
 #   sh installer/uninstall.sh [--prefix P] [--destdir D] [--purge] [--dry-run]
 # (also reached as `sh installer/install.sh --uninstall [...]`)
 set -eu

@@ -41,10 +41,11 @@ setup_file() {
 	"tools": {
 		"gh": {"path": "/usr/bin/gh", "profile": "gh", "host": "localhost:$FAKEGH_PORT",
 			"secrets": {"GH_ENTERPRISE_TOKEN": "github"},
-			"env": {"SSL_CERT_FILE": "$FAKEGH_CA"}},
+			"env": {"SSL_CERT_FILE": "$FAKEGH_CA"}, "expose": ["$FAKEGH_CA"]},
 		"slowgh": {"path": "$FIXTURES/tools/slowgh", "profile": "gh",
 			"host": "localhost:$FAKEGH_PORT", "secrets": {"GH_ENTERPRISE_TOKEN": "github"},
-			"env": {"SSL_CERT_FILE": "$FAKEGH_CA", "SLOWGH_DELAY": "3"}}
+			"env": {"SSL_CERT_FILE": "$FAKEGH_CA", "SLOWGH_DELAY": "3"},
+			"expose": ["$FAKEGH_CA"]}
 	},
 	"git": {"hosts": {"github.com": {"upstream": "https://localhost:$FAKEGH_PORT", "secret": "github"}}}
 }

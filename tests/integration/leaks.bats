@@ -20,7 +20,7 @@ bats_require_minimum_version 1.5.0
 load lib
 
 FIXTURES=$SB_FIXTURES
-LEAKS_PENDING=${LEAKS_PENDING-jail}
+LEAKS_PENDING=${LEAKS_PENDING-}
 
 # Skip (saying why) when a test needs a feature listed in LEAKS_PENDING.
 leaks_needs() {

@@ -164,6 +164,104 @@ test_dropin_errors_name_the_file(void **state)
 }
 
 static void
+test_session_runners(void **state)
+{
+	char p[200], *cause = NULL;
+	struct config *c;
+	const struct session *s;
+	uid_t uids[8];
+	size_t i, warned = 0;
+
+	(void)state;
+	/* Own runners (sys, sync), and two sessions falling back to the global one. */
+	snprintf(p, sizeof p, "%s/sessions.d/a.json", dir);
+	put(p, "{\"name\": \"a\", \"uid\": 4001, \"runner\": \"sys\", \"tools\": [\"sh\"]}", 0600);
+	snprintf(p, sizeof p, "%s/sessions.d/b.json", dir);
+	put(p, "{\"name\": \"b\", \"uid\": 4002, \"runner\": \"sync\", \"tools\": [\"sh\"]}", 0600);
+	snprintf(p, sizeof p, "%s/sessions.d/c.json", dir);
+	put(p, "{\"name\": \"c\", \"uid\": 4003, \"tools\": [\"sh\"]}", 0600);
+	snprintf(p, sizeof p, "%s/sessions.d/d.json", dir);
+	put(p, "{\"name\": \"d\", \"uid\": 4004, \"runner\": \"daemon\", \"tools\": [\"sh\"]}", 0600);
+	c = load("{\"runner\": \"daemon\", " TOOLS_OK "}", &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	s = config_session_by_name(c, "a");
+	assert_string_equal(s->runner, "sys");
+	assert_int_equal(s->runner_uid, 3);
+	assert_true(s->runner_own);
+	s = config_session_by_name(c, "c");
+	assert_string_equal(s->runner, "daemon");
+	assert_int_equal(s->runner_uid, 1);
+	assert_false(s->runner_own);
+	/* Naming the global runner is the shared fallback, not an own runner. */
+	assert_false(config_session_by_name(c, "d")->runner_own);
+	assert_int_equal(config_runner_uids(c, uids, 8), 3);
+	assert_int_equal(uids[0], 1);
+	assert_int_equal(uids[1], 3);
+	assert_int_equal(uids[2], 4);
+	for (i = 0; i < c->nwarnings; i++) {
+		if (strstr(c->warnings[i], "sessions c, d share the global runner daemon") != NULL &&
+		    strstr(c->warnings[i], "shimbridge session add") != NULL)
+			warned++;
+	}
+	assert_int_equal(warned, 1);
+	config_unref(c);
+
+	/* One own runner for two sessions, a session user as runner, root, unknown. */
+	snprintf(p, sizeof p, "%s/sessions.d/b.json", dir);
+	put(p, "{\"name\": \"b\", \"uid\": 4002, \"runner\": \"sys\", \"tools\": [\"sh\"]}", 0600);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK "}", "runner sys is also the runner of session a",
+	    NULL);
+	put(p, "{\"name\": \"b\", \"uid\": 3, \"tools\": [\"sh\"]}", 0600);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK "}", "uid 3 is the runner of session a", NULL);
+	put(p, "{\"name\": \"b\", \"uid\": 4002, \"runner\": \"root\", \"tools\": [\"sh\"]}", 0600);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK "}", "b.json", "must not be root");
+	put(p, "{\"name\": \"b\", \"uid\": 4002, \"runner\": \"nobody\", \"tools\": [\"sh\"]}", 0600);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK "}", "b.json", "overflow");
+	put(p, "{\"name\": \"b\", \"uid\": 4002, \"runner\": \"sb-no-such-run\", \"tools\": [\"sh\"]}",
+	    0600);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK "}", "does not exist", "session add");
+	put(p, "{\"name\": \"b\", \"uid\": 4002, \"runner\": 7, \"tools\": [\"sh\"]}", 0600);
+	expect_error("{\"runner\": \"daemon\", " TOOLS_OK "}", "b.json", "runner");
+	for (i = 0; i < 4; i++) {
+		snprintf(p, sizeof p, "%s/sessions.d/%c.json", dir, (int)('a' + i));
+		unlink(p);
+	}
+}
+
+static void
+test_tool_network(void **state)
+{
+	char *cause = NULL;
+	struct config *c;
+
+	(void)state;
+	c = load("{\"runner\": \"daemon\", \"tools\": {\"a\": {\"path\": \"/bin/sh\"}, "
+	    "\"b\": {\"path\": \"/bin/sh\", \"network\": \"none\"}, "
+	    "\"c\": {\"path\": \"/bin/sh\", \"network\": \"host\"}}}", &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	assert_int_equal(config_tool(c, "a")->network, TOOL_NET_HOST);
+	assert_int_equal(config_tool(c, "b")->network, TOOL_NET_NONE);
+	assert_int_equal(config_tool(c, "c")->network, TOOL_NET_HOST);
+	assert_int_equal(config_tool(c, "c")->nexpose, 0);
+	config_unref(c);
+	c = load("{\"runner\": \"daemon\", \"tools\": {\"a\": {\"path\": \"/bin/sh\", "
+	    "\"expose\": [\"/opt/ca.pem\", \"/srv/data\"]}}}", &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	assert_int_equal(config_tool(c, "a")->nexpose, 2);
+	assert_string_equal(config_tool(c, "a")->expose[1], "/srv/data");
+	config_unref(c);
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"a\": {\"path\": \"/bin/sh\", "
+	    "\"expose\": [\"relative\"]}}}", "tools.a", "absolute");
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"a\": {\"path\": \"/bin/sh\", "
+	    "\"expose\": [\"/\"]}}}", "tools.a", "absolute");
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"a\": {\"path\": \"/bin/sh\", "
+	    "\"network\": \"some\"}}}", "tools.a", "network must be");
+}
+
+static void
 test_rejections(void **state)
 {
 	(void)state;
@@ -359,6 +457,8 @@ main(void)
 		cmocka_unit_test(test_minimal_defaults),
 		cmocka_unit_test(test_sessions_and_dropins),
 		cmocka_unit_test(test_dropin_errors_name_the_file),
+		cmocka_unit_test(test_session_runners),
+		cmocka_unit_test(test_tool_network),
 		cmocka_unit_test(test_rejections),
 		cmocka_unit_test(test_file_permissions),
 		cmocka_unit_test(test_secret_sources),

@@ -93,7 +93,7 @@ start(struct event_base *base, const char *script, struct seen *sn)
 {
 	char *argv[] = { "sh", "-c", (char *)script, NULL };
 	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, 0 };
+	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, 0, NULL };
 	struct child ch;
 	char *cause = NULL;
 

@@ -5,11 +5,18 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +24,7 @@
 
 #include <sodium.h>
 
+#include "jail.h"
 #include "spawn.h"
 
 static void
@@ -150,7 +158,7 @@ test_spawn_drops_privileges(void **state)
 	char *argv[] = { "sh", "-c", "id -u; id -g; id -G; echo \"$X\"; ls /proc/self/fd | wc -l; "
 	    "grep NoNewPrivs /proc/self/status; ulimit -c", NULL };
 	char *envp[] = { "X=hello", "PATH=/usr/bin:/bin", NULL };
-	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, 0 };
+	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, 0, NULL };
 	struct child ch;
 	char out[512], *cause = NULL;
 	int status;
@@ -173,7 +181,7 @@ test_spawn_extra_fd(void **state)
 {
 	char *argv[] = { "sh", "-c", "ls /proc/self/fd | wc -l; echo via-fd3 >&3", NULL };
 	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, -1 };
+	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, -1, NULL };
 	struct child ch;
 	char out[512], got[64], *cause = NULL;
 	int status, p[2];
@@ -204,7 +212,7 @@ test_spawn_exec_failure(void **state)
 {
 	char *argv[] = { "nope", NULL };
 	char *envp[] = { NULL };
-	struct spawn_req r = { "/nonexistent/tool", argv, envp, 1, 1, -1, "/", 10, 0 };
+	struct spawn_req r = { "/nonexistent/tool", argv, envp, 1, 1, -1, "/", 10, 0, NULL };
 	struct child ch;
 	char *cause = NULL;
 
@@ -212,6 +220,371 @@ test_spawn_exec_failure(void **state)
 	assert_int_equal(spawn_child(&r, &ch, &cause), -1);
 	assert_non_null(strstr(cause, "/nonexistent/tool"));
 	free(cause);
+}
+
+/* Whether pid exists and is not a zombie. */
+static int
+proc_alive(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY)) < 0)
+		return 0;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p != NULL && p[1] == ' ' && p[2] != 'Z';
+}
+
+/* How many live processes have a command line starting with the len bytes of want. */
+static int
+cmdline_count(const char *want, size_t len)
+{
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+	int found = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL) {
+		char p[300], cmd[64] = "";
+		int fd;
+		ssize_t n;
+
+		snprintf(p, sizeof p, "/proc/%s/cmdline", de->d_name);
+		if ((fd = open(p, O_RDONLY)) < 0)
+			continue;
+		n = read(fd, cmd, sizeof cmd - 1);
+		close(fd);
+		if (n >= (ssize_t)len && memcmp(cmd, want, len) == 0 && proc_alive(atoi(de->d_name)))
+			found++;
+	}
+	closedir(d);
+	return found;
+}
+
+/* A jail's directories: its (empty) root, a runner-owned scratch, a host secret. */
+struct jt {
+	char	root[64], scratch[64], secret[64], file[96];
+};
+
+static void
+jt_setup(struct jt *t)
+{
+	int fd;
+
+	strcpy(t->root, "/var/tmp/sbjroot.XXXXXX");
+	strcpy(t->scratch, "/var/tmp/sbjscr.XXXXXX");
+	strcpy(t->secret, "/tmp/sbjsec.XXXXXX");
+	assert_non_null(mkdtemp(t->root));
+	assert_non_null(mkdtemp(t->scratch));
+	assert_non_null(mkdtemp(t->secret));
+	assert_int_equal(chown(t->scratch, 1, 1), 0);
+	assert_int_equal(chmod(t->secret, 0755), 0);
+	snprintf(t->file, sizeof t->file, "%s/f", t->secret);
+	fd = open(t->file, O_WRONLY | O_CREAT, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "topsecret\n", 10), 10);
+	close(fd);
+}
+
+static void
+jt_teardown(struct jt *t)
+{
+	assert_int_equal(spawn_rmtree(t->scratch), 0);
+	assert_int_equal(spawn_rmtree(t->secret), 0);
+	assert_int_equal(rmdir(t->root), 0);	/* still empty: the mount was the child's */
+}
+
+/* Run argv jailed as uid 1, collect stdout, return the (mapped) wait status. */
+static int
+jt_run(const char *path, char **argv, const struct jail *j, char *out, size_t size)
+{
+	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+	struct spawn_req r = { path, argv, envp, 1, 1, -1, "/", 10, 0, j };
+	struct child ch;
+	char *cause = NULL;
+	int status;
+
+	if (spawn_child(&r, &ch, &cause) != 0) {
+		snprintf(out, size, "%s", cause);
+		free(cause);
+		return -1;
+	}
+	assert_true(ch.jailed);
+	close(ch.in);
+	slurp(ch.out, out, size);
+	assert_int_equal(waitpid(ch.pid, &status, 0), ch.pid);
+	close(ch.out);
+	close(ch.err);
+	return spawn_wait_status(ch.jailed, status);
+}
+
+static void
+test_jail_view(void **state)
+{
+	struct jt t;
+	struct jail_bind b[1];
+	struct jail j = { NULL, -1, b, 1, NULL };
+	char script[2048], out[2048];
+	char *argv[] = { "sh", "-c", script, NULL };
+	int st;
+
+	(void)state;
+	jt_setup(&t);
+	j.root = t.root;
+	j.tmp = t.scratch;
+	b[0].path = t.scratch;
+	b[0].writable = 1;
+	snprintf(script, sizeof script,
+	    "id -u; echo pid=$$; ls /; "
+	    "test -e /proc/%d && echo host-pid-visible; "
+	    "for p in /home /root /run /work /var/lib /mnt %s %s /var/tmp/sbjroot; do "
+	    "test -e $p && echo visible:$p; done; "
+	    "cat %s 2>/dev/null; "
+	    "touch /usr/x 2>/dev/null && echo usr-writable; "
+	    "touch /x 2>/dev/null && echo root-writable; "
+	    "echo data >%s/f && echo scratch-ok; "
+	    "echo t >/tmp/g && test -e %s/g && echo tmp-is-scratch; "
+	    "echo -n >/dev/null && head -c 4 /dev/urandom | wc -c; "
+	    "cat /proc/sys/kernel/hostname; "
+	    "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; "
+	    "ls /proc | grep -c '^[0-9]'",
+	    (int)getpid(), t.secret, t.file, t.file, t.scratch, t.scratch);
+	st = jt_run("/bin/sh", argv, &j, out, sizeof out);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* The runner, PID 2 (init is 1), only system dirs plus the scratch's top, no host paths. */
+	assert_non_null(strstr(out, "1\npid=2\nbin\ndev\netc\nlib\n"));
+	assert_non_null(strstr(out, "\nproc\nsbin\ntmp\nusr\nvar\n"));
+	assert_null(strstr(out, "visible"));
+	assert_null(strstr(out, "topsecret"));
+	assert_null(strstr(out, "writable"));
+	assert_non_null(strstr(out, "scratch-ok\ntmp-is-scratch\n4\nshimbridge\nlo\n"));
+	/* init, sh, ls and grep: nothing of the host. */
+	assert_non_null(strstr(out, "lo\n4\n"));
+	jt_teardown(&t);
+}
+
+static void
+test_jail_grandchild_dies(void **state)
+{
+	struct jt t;
+	struct jail j = { NULL, -1, NULL, 0, NULL };
+	char out[256], *argv[] = { "sh", "-c", "setsid sleep 987.5 >/dev/null 2>&1 & echo started", NULL };
+	struct dirent *de;
+	DIR *d;
+	int st, found = 0;
+
+	(void)state;
+	jt_setup(&t);
+	j.root = t.root;
+	st = jt_run("/bin/sh", argv, &j, out, sizeof out);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_string_equal(out, "started\n");
+	/* The init's exit took the detached sleep with it. */
+	assert_non_null(d = opendir("/proc"));
+	while ((de = readdir(d)) != NULL) {
+		char p[300], cmd[64] = "";
+		int fd;
+		ssize_t n;
+
+		snprintf(p, sizeof p, "/proc/%s/cmdline", de->d_name);
+		if ((fd = open(p, O_RDONLY)) < 0)
+			continue;
+		n = read(fd, cmd, sizeof cmd - 1);
+		close(fd);
+		if (n > 0 && memcmp(cmd, "sleep\0" "987.5", 12) == 0)
+			found++;
+	}
+	closedir(d);
+	assert_int_equal(found, 0);
+	jt_teardown(&t);
+}
+
+static void
+test_jail_signals(void **state)
+{
+	struct jt t;
+	struct jail j = { NULL, -1, NULL, 0, NULL };
+	char *argv[] = { "sleep", "1000", NULL }, *envp[] = { NULL }, *cause = NULL;
+	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j };
+	struct child ch;
+	int status;
+
+	(void)state;
+	jt_setup(&t);
+	j.root = t.root;
+	assert_int_equal(spawn_child(&r, &ch, &cause), 0);
+	/* As the daemon stops a child: TERM to the group; init forwards it to the tool. */
+	assert_int_equal(kill(-ch.pid, SIGTERM), 0);
+	assert_int_equal(waitpid(ch.pid, &status, 0), ch.pid);
+	status = spawn_wait_status(ch.jailed, status);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGTERM);
+	close(ch.in);
+	close(ch.out);
+	close(ch.err);
+	assert_true(jail_is_system_path("/usr/bin/gh"));
+	assert_true(jail_is_system_path("/bin/sh"));
+	assert_false(jail_is_system_path("/usr/../tmp/x"));
+	assert_false(jail_is_system_path("/usrx/bin/gh"));
+	assert_false(jail_is_system_path("/tmp/sbt.1/tools/x.sh"));
+	/* A tool's own exit code passes through unchanged. */
+	assert_int_equal(spawn_wait_status(1, 3 << 8), 3 << 8);
+	assert_int_equal(spawn_wait_status(0, 143 << 8), 143 << 8);
+	jt_teardown(&t);
+}
+
+static void
+test_jail_dies_with_parent(void **state)
+{
+	struct jt t;
+	struct jail j = { NULL, JAIL_NET_HOST, NULL, 0, NULL };
+	char *argv[] = { "sleep", "654.5", NULL }, *envp[] = { NULL }, *cause = NULL;
+	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j };
+	int p[2], status, i, alive = 1;
+	pid_t mid, tool = 0;
+	char buf[32], path[64];
+
+	(void)state;
+	jt_setup(&t);
+	j.root = t.root;
+	assert_int_equal(pipe(p), 0);
+	/* A "daemon" that spawns a jailed tool, reports it, and is killed. */
+	if ((mid = fork()) == 0) {
+		struct child ch;
+
+		if (spawn_child(&r, &ch, &cause) != 0)
+			_exit(1);
+		snprintf(buf, sizeof buf, "%d\n", (int)ch.pid);
+		(void)!write(p[1], buf, strlen(buf));
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	assert_true(read(p[0], buf, sizeof buf) > 0);
+	close(p[0]);
+	/* The init (a child of mid) runs as the runner now: the uid change must not disarm it. */
+	usleep(200000);
+	snprintf(path, sizeof path, "/proc/%d", atoi(buf));
+	assert_int_equal(access(path, F_OK), 0);
+	tool = (pid_t)atoi(buf);
+	assert_int_equal(kill(mid, SIGKILL), 0);
+	assert_int_equal(waitpid(mid, &status, 0), mid);
+	/* The init and the tool die (an unreaped zombie of the init is dead too). */
+	for (i = 0; i < 100 && alive; i++) {
+		alive = proc_alive(tool) || cmdline_count("sleep\0" "654.5", 12) > 0;
+		if (alive)
+			usleep(10000);
+	}
+	if (alive)
+		print_message("init %d alive %d, sleeps %d\n", (int)tool, proc_alive(tool),
+		    cmdline_count("sleep\0" "654.5", 12));
+	assert_false(alive);
+	jt_teardown(&t);
+}
+
+static void
+test_jail_failures(void **state)
+{
+	struct jt t;
+	struct jail_bind b[1];
+	struct jail j = { "/nonexistent/jailroot", -1, NULL, 0, NULL };
+	char out[256], tool[128], *argv[] = { "tool", NULL }, *envp[] = { NULL }, *cause = NULL;
+	struct spawn_req r = { "/bin/true", argv, envp, 1, 1, 0, NULL, 10, 0, &j };
+	struct child ch;
+	int st;
+
+	(void)state;
+	jt_setup(&t);
+	/* Setup failures come back as the cause, naming the step. */
+	assert_int_equal(jt_run("/bin/true", argv, &j, out, sizeof out), -1);
+	assert_non_null(strstr(out, "jail: mount jail root"));
+	j.root = t.root;
+	/* A cwd fd from outside would be a way out: refused. */
+	assert_int_equal(spawn_child(&r, &ch, &cause), -1);
+	assert_non_null(strstr(cause, "cwd as a path"));
+	free(cause);
+	/* A tool outside the system dirs is not there unless bound. */
+	snprintf(tool, sizeof tool, "%s/true", t.secret);
+	assert_int_equal(link("/bin/true", tool) == 0 || symlink("/usr/bin/true", tool) == 0, 1);
+	unlink(tool);
+	{
+		int in = open("/bin/true", O_RDONLY), o = open(tool, O_WRONLY | O_CREAT, 0755);
+		char buf[65536];
+		ssize_t n;
+
+		assert_true(in >= 0 && o >= 0);
+		while ((n = read(in, buf, sizeof buf)) > 0)
+			assert_int_equal(write(o, buf, (size_t)n), n);
+		close(in);
+		close(o);
+	}
+	assert_int_equal(jt_run(tool, argv, &j, out, sizeof out), -1);
+	assert_non_null(strstr(out, tool));
+	b[0].path = tool;
+	b[0].writable = 0;
+	j.binds = b;
+	j.nbinds = 1;
+	st = jt_run(tool, argv, &j, out, sizeof out);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	jt_teardown(&t);
+}
+
+static void
+test_jail_netns(void **state)
+{
+	struct jt t;
+	struct jail j = { NULL, -1, NULL, 0, NULL };
+	struct sockaddr_in sin;
+	char script[256], out[512], *cause = NULL;
+	char *argv[] = { "bash", "-c", script, NULL };
+	int nsfd, lfd, port, s, a, st;
+	struct pollfd pfd;
+
+	(void)state;
+	jt_setup(&t);
+	j.root = t.root;
+	/* A new empty netns: loopback exists but is down. */
+	snprintf(script, sizeof script, "{ echo x >/dev/tcp/127.0.0.1/1; } 2>&1 | grep -o unreachable | head -n 1");
+	st = jt_run("/bin/bash", argv, &j, out, sizeof out);
+	assert_true(WIFEXITED(st));
+	assert_string_equal(out, "unreachable\n");
+
+	assert_int_equal(jail_netns_listen(&nsfd, &lfd, &port, &cause), 0);
+	assert_true(port > 0);
+	/* From the host's namespace the port is not ours to reach. */
+	memset(&sin, 0, sizeof sin);
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	sin.sin_port = htons((unsigned short)port);
+	s = socket(AF_INET, SOCK_STREAM, 0);
+	(void)connect(s, (struct sockaddr *)&sin, sizeof sin);
+	close(s);
+	pfd.fd = lfd;
+	pfd.events = POLLIN;
+	assert_int_equal(poll(&pfd, 1, 200), 0);
+	/* A child joined to it reaches the daemon's listener. */
+	j.netns_fd = nsfd;
+	snprintf(script, sizeof script, "echo hello-from-jail >/dev/tcp/127.0.0.1/%d", port);
+	st = jt_run("/bin/bash", argv, &j, out, sizeof out);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_int_equal(poll(&pfd, 1, 2000), 1);
+	a = accept(lfd, NULL, NULL);
+	assert_true(a >= 0);
+	memset(out, 0, sizeof out);
+	assert_true(read(a, out, sizeof out - 1) > 0);
+	assert_string_equal(out, "hello-from-jail\n");
+	close(a);
+	close(lfd);
+	close(nsfd);
+	jt_teardown(&t);
 }
 
 int
@@ -225,6 +598,12 @@ main(void)
 		cmocka_unit_test(test_spawn_drops_privileges),
 		cmocka_unit_test(test_spawn_extra_fd),
 		cmocka_unit_test(test_spawn_exec_failure),
+		cmocka_unit_test(test_jail_view),
+		cmocka_unit_test(test_jail_grandchild_dies),
+		cmocka_unit_test(test_jail_signals),
+		cmocka_unit_test(test_jail_dies_with_parent),
+		cmocka_unit_test(test_jail_failures),
+		cmocka_unit_test(test_jail_netns),
 	};
 
 	if (sodium_init() < 0)

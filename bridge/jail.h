@@ -1,0 +1,73 @@
+/*
+ * Per-call jail for host-side children (Linux): new PID, mount, IPC, UTS and
+ * network namespaces, and a root filesystem built from nothing: a tmpfs holding
+ * read-only binds of the system directories, a /proc of the child's own PID
+ * namespace, a minimal /dev, and the binds the caller names (the call's scratch
+ * directory read-write at its own path). Nothing else of the host is visible.
+ * See docs/JAIL.md.
+ */
+#ifndef SHIMBRIDGE_JAIL_H
+#define SHIMBRIDGE_JAIL_H
+
+#include <stddef.h>
+
+#define JAIL_NET_NEW	(-1)	/* a new netns: only loopback, and that down */
+#define JAIL_NET_HOST	(-2)	/* the daemon's own network (tools that need it) */
+
+struct jail_bind {
+	const char	*path;		/* absolute; mounted at the same path inside */
+	int		 writable;	/* 0: read-only */
+};
+
+struct jail {
+	/*
+	 * An existing empty directory the child mounts its new root on. The mount
+	 * happens in the child's own mount namespace only; the host never sees it.
+	 */
+	const char		*root;
+	int			 netns_fd;	/* JAIL_NET_NEW, JAIL_NET_HOST, or an
+						   fd of a netns to join */
+	const struct jail_bind	*binds;		/* scratch dir, mirror, workspace, tool */
+	size_t			 nbinds;
+	const char		*tmp;		/* /tmp is a symlink to this (unless a bind
+						   is below /tmp), or NULL */
+};
+
+/* A jail with room for its binds, filled in by the caller for one request. */
+#define JAIL_SPEC_BINDS	16
+struct jail_spec {
+	struct jail		j;
+	struct jail_bind	b[JAIL_SPEC_BINDS];
+};
+
+/* Start a spec (no binds yet); root, tmp must outlive it. */
+void		jail_spec_init(struct jail_spec *, const char *root, int netns_fd,
+		    const char *tmp);
+/*
+ * Add a bind of path (kept by pointer). Read-only paths inside the system
+ * directories are skipped: every jail has them. -1 when the spec is full.
+ */
+int		jail_spec_bind(struct jail_spec *, const char *path, int writable);
+
+/* Whether path is inside the system directories every jail has (no bind needed). */
+int		jail_is_system_path(const char *path);
+
+/* The clone(2) flags that create the jail's namespaces. */
+int		jail_clone_flags(const struct jail *);
+
+/*
+ * In the freshly cloned child (PID 1 of its namespace, still root): join the
+ * netns if one is given, build the filesystem and pivot into it. Only system
+ * calls, no allocation. Returns NULL, or the step that failed (errno is set).
+ */
+const char	*jail_enter(const struct jail *);
+
+/*
+ * From the daemon: a new network namespace with loopback up and a TCP listener
+ * on 127.0.0.1:<ephemeral> inside it. The calling thread returns to its own
+ * netns before this returns. *netns_fd and *listen_fd (non-blocking,
+ * close-on-exec) are the caller's to close. 0, or -1 with *cause.
+ */
+int		jail_netns_listen(int *netns_fd, int *listen_fd, int *port, char **cause);
+
+#endif

@@ -1,0 +1,301 @@
+#!/usr/bin/env bats
+# The per-call jail and per-session runners (docs/JAIL.md), as an attacker in a
+# session would try them: the real daemon and shim, real users, two sessions with
+# runners of their own, and a generic tool that lets the session run any shell.
+#
+#   bats tests/integration/jail.bats
+
+bats_require_minimum_version 1.5.0
+load lib
+
+# Runners of our own: a starting daemon kills every process of each of its runners.
+SB_RUNNER=sbt-runner-jail
+RUN_A=sbt-run-ja
+RUN_B=sbt-run-jb
+BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-120}
+
+jail_config() {
+	sb_config <<EOF
+{ $(sb_config_head)
+  "secrets": {"tok": {"source": "file", "path": "$SB_DIR/etc/tok"}},
+  "tools": {
+    "sh": {"path": "/bin/bash", "timeout": 60, "rules": [{"allow": ["-c", "**"]}]},
+    "hold": {"path": "/bin/sh", "timeout": 60, "secrets": {"MY_TOKEN": "tok"},
+             "rules": [{"allow": ["-c", "**"]}]},
+    "nonet": {"path": "/bin/bash", "network": "none", "timeout": 30,
+              "rules": [{"allow": ["-c", "**"]}]},
+    "ghnet": {"path": "$SB_DIR/tools/netinfo.sh", "profile": "gh", "network": "none",
+              "timeout": 30}
+  }
+}
+EOF
+}
+
+# Start the daemon; its pid in a file, for the tests (each runs in its own process).
+jail_start() {
+	sb_start 3>&-
+	echo "$SB_PID" >"$SB_DIR/daemon.pid"
+}
+
+setup_file() {
+	sb_build_resolve
+	sb_users
+	local u
+	for u in "$RUN_A" "$RUN_B"; do
+		id "$u" >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$u"
+	done
+	sb_tree
+	mkdir -p "$SB_DIR/tools"
+	# A gh-profile stand-in: whatever gh is asked, it reports the network it has.
+	cat >"$SB_DIR/tools/netinfo.sh" <<'EOF'
+#!/bin/bash
+echo "ifaces: $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')"
+{ echo x >/dev/tcp/127.0.0.1/9; } 2>&1 | grep -o 'Network is unreachable' | head -n 1
+EOF
+	chmod 755 "$SB_DIR/tools/netinfo.sh"
+	SECRET="sbt-jail-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+	export SECRET
+	(umask 077 && printf '%s\n' "$SECRET" >"$SB_DIR/etc/tok")
+	jail_config
+	sb_session alice sbt-alice '["sh", "hold", "nonet", "ghnet"]' \
+		"\"runner\": \"$RUN_A\", \"repos\": [\"octo/repo\"]"
+	sb_session bob sbt-bob '["sh", "hold"]' "\"runner\": \"$RUN_B\""
+	sb_shim_links sh hold nonet gh
+	ln -sf shimbridge-shim "$SB_DIR/bin/ghnet"
+	jail_start
+	# Bob's mirror directory, as the git transport leaves it: his runner's, 0700.
+	mkdir -p "$SB_DIR/state/mirrors/bob/github.com/octo"
+	echo "bob-mirror-$SECRET" >"$SB_DIR/state/mirrors/bob/github.com/octo/HEAD"
+	chown -R "$RUN_B:" "$SB_DIR/state/mirrors/bob"
+	chmod 700 "$SB_DIR/state/mirrors/bob"
+	# A world-readable file in the host's /tmp.
+	HOSTFILE=$(mktemp /tmp/sbt-jail-host.XXXXXX)
+	echo "host-tmp-$SECRET" >"$HOSTFILE"
+	chmod 644 "$HOSTFILE"
+	echo "$HOSTFILE" >"$SB_DIR/hostfile"
+}
+
+teardown_file() {
+	local rc=0 u
+	SB_PID=$(cat "$SB_DIR/daemon.pid" 2>/dev/null)
+	sb_stop || rc=$?
+	for u in "$SB_RUNNER" "$RUN_A" "$RUN_B"; do
+		pkill -KILL -u "$u" 2>/dev/null || true
+		userdel "$u" 2>/dev/null || true
+	done
+	for u in sb-sbtjx-run sb-sbtjx; do
+		pkill -KILL -u "$u" 2>/dev/null || true
+		userdel -r "$u" >/dev/null 2>&1 || userdel "$u" 2>/dev/null || true
+	done
+	rm -f "$(cat "$SB_DIR/hostfile" 2>/dev/null)"
+	[ "$rc" -ne 0 ] || rm -rf "$SB_DIR"
+	sb_reap_suite
+	return "$rc"
+}
+
+setup() {
+	SB_PID=$(cat "$SB_DIR/daemon.pid")
+	HOSTFILE=$(cat "$SB_DIR/hostfile")
+	export SB_PID HOSTFILE
+}
+
+# Whether no process of any of our runners is alive.
+no_runners() {
+	! pgrep -u "$RUN_A,$RUN_B,$SB_RUNNER" >/dev/null
+}
+
+# After every test: nothing of the runners left, the daemon alive.
+teardown() {
+	local rc=0
+	if ! sb_wait_for 3 no_runners; then
+		echo "runner processes outlived the test:" >&2
+		ps -o pid,ppid,stat,user,args -u "$RUN_A,$RUN_B,$SB_RUNNER" >&2 || true
+		pkill -KILL -u "$RUN_A" || true
+		pkill -KILL -u "$RUN_B" || true
+		rc=1
+	elif ! kill -0 "$SB_PID" 2>/dev/null; then
+		echo "the daemon died:" >&2
+		tail -n 30 "$SB_DIR/log/daemon.log" >&2
+		rc=1
+	fi
+	sb_reap
+	return "$rc"
+}
+
+# Fail if $1 (a secret-bearing text) holds the secret in any of a few transformations.
+no_secret() {
+	local rev hex
+	rev=$(printf '%s' "$SECRET" | rev)
+	hex=$(printf '%s' "$SECRET" | od -An -tx1 | tr -d ' \n')
+	sb_refute_contains "$SECRET" "$1" "$2"
+	sb_refute_contains "$rev" "$1" "$2 (reversed)"
+	sb_refute_contains "$hex" "$1" "$2 (hex)"
+}
+
+@test "each session's child runs as that session's own runner" {
+	run --separate-stderr as_t 30 sbt-alice sh -c 'id -u; id -G; echo "$USER"'
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(id -u "$RUN_A")
+$(id -g "$RUN_A")
+$RUN_A" ]
+	run --separate-stderr as_t 30 sbt-bob sh -c 'id -u; echo "$USER"'
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(id -u "$RUN_B")
+$RUN_B" ]
+}
+
+@test "a child's /proc shows only its own jail: it is PID 2 under the jail's init" {
+	run --separate-stderr as_t 30 sbt-alice sh -c 'echo "pid $$"; cat /proc/sys/kernel/hostname; ls /proc | grep -c "^[0-9]"'
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "pid 2" ]
+	[ "${lines[1]}" = "shimbridge" ]
+	# init, bash, ls and grep
+	[ "${lines[2]}" -le 4 ]
+	# The host has many more (sanity: the count would fail on the host).
+	[ "$(ls /proc | grep -c '^[0-9]')" -gt 10 ]
+}
+
+@test "session A cannot see session B's running child, its environ, or its secret" {
+	local m=mk-hold-$RANDOM p
+	as_t 40 sbt-bob hold -c "sleep 30; : $m" </dev/null >/dev/null 2>&1 3>&- &
+	local bg=$!
+	sb_wait_for 5 eval "pgrep -u $RUN_B -f -- '$m' >/dev/null"
+	p=$(pgrep -u "$RUN_B" -f -- "$m" | head -n 1)
+	# Sanity, as root on the host: bob's child does hold the secret in its environment.
+	grep -q "MY_TOKEN=$SECRET" <(tr '\0' '\n' <"/proc/$p/environ")
+	run --separate-stderr as_t 30 sbt-alice sh -c "cat /proc/$p/environ; ls /proc/$p;
+		for f in /proc/[0-9]*/environ; do tr '\0' '\n' <\$f; done; pgrep -a sleep; echo end"
+	[ "$status" -eq 0 ]
+	no_secret "$output$stderr" "alice's view of /proc"
+	[[ $stderr == *"/proc/$p/environ: No such file or directory"* ]]
+	[[ $output != *"sleep 30"* ]]
+	[ "${lines[-1]}" = end ]
+	kill "$bg" 2>/dev/null || true
+	pkill -KILL -u "$RUN_B" || true
+	wait "$bg" 2>/dev/null || true
+}
+
+@test "filesystem: no state dir, no other mirrors, no homes, no host /tmp; system dirs read-only" {
+	local st=$SB_DIR/state
+	run --separate-stderr as_t 30 sbt-alice sh -c "
+		ls /; echo --;
+		ls -a $st; ls -a $st/run | wc -l; echo --;
+		for p in $st/mirrors $st/mirrors/bob $SB_DIR/etc $SB_DIR/log $SB_DIR/bin /home /root /run /var /mnt $HOSTFILE; do
+			test -e \$p && echo visible:\$p; done;
+		cat $st/mirrors/bob/github.com/octo/HEAD $HOSTFILE $SB_DIR/etc/tok 2>/dev/null;
+		touch /usr/x /etc/x /x 2>/dev/null && echo writable;
+		echo data >\$HOME/f && cat \$HOME/f; echo t >/tmp/probe 2>/dev/null && echo tmp-writable;
+		echo end"
+	[ "$status" -eq 0 ]
+	no_secret "$output$stderr" "alice's view of the filesystem"
+	[[ $output != *visible:* ]]
+	[[ $output != *writable* ]]
+	# / holds the system dirs, /dev, /proc and the path to the scratch dir (below /tmp here).
+	[ "${output%%--*}" = "bin
+dev
+etc
+lib
+lib32
+lib64
+proc
+sbin
+tmp
+usr
+" ] || [ "${output%%--*}" = "bin
+dev
+etc
+lib
+lib64
+proc
+sbin
+tmp
+usr
+" ]
+	# state/ holds only run/, and run/ only this call's own scratch dir.
+	[[ $output == *"--
+.
+..
+run
+3
+--"* ]]
+	[[ $output == *"data
+end" ]]
+	# Sanity: the host has all of these.
+	[ -e "$st/mirrors/bob/github.com/octo/HEAD" ] && [ -e /home ] && [ -e "$HOSTFILE" ]
+}
+
+@test "network none: only lo, and it is down; the host network tool sees the host's" {
+	run --separate-stderr as_t 30 sbt-alice nonet -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "; { echo x >/dev/tcp/127.0.0.1/9; } 2>&1 | grep -o "Network is unreachable" | head -n 1'
+	[ "$status" -eq 0 ]
+	[ "$output" = "lo
+Network is unreachable" ]
+	run --separate-stderr as_t 30 sbt-alice sh -c 'tail -n +3 /proc/net/dev | wc -l'
+	[ "$output" -eq "$(tail -n +3 /proc/net/dev | wc -l)" ]
+}
+
+@test "gh-profile children with network none see no network" {
+	run --separate-stderr as_t 30 sbt-alice ghnet api repos/octo/repo
+	echo "$output $stderr"
+	[ "$status" -eq 0 ]
+	[ "$output" = "ifaces: lo 
+Network is unreachable" ]
+}
+
+@test "a detached grandchild dies with the jail when the tool exits" {
+	run --separate-stderr as_t 30 sbt-alice sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started'
+	[ "$status" -eq 0 ]
+	[ "$output" = started ]
+	sb_wait_for 1 no_runners
+}
+
+@test "the audit log keeps a jailed tool's death by signal" {
+	run --separate-stderr as_t 30 sbt-alice sh -c 'kill -TERM $$'
+	[ "$status" -eq 143 ]
+	sb_wait_for 2 sb_audit_grep "r['event'] == 'done' and r.get('signal') == 'TERM' and r.get('session') == 'alice'"
+}
+
+@test "check warns when sessions share the global runner, naming them and what to do" {
+	local d=$SB_DIR/check
+	mkdir -p "$d/sessions.d"
+	cp "$SB_CONFIG" "$d/config.json"
+	printf '{"name": "s1", "user": "sbt-alice", "tools": ["sh"]}\n' >"$d/sessions.d/s1.json"
+	printf '{"name": "s2", "user": "sbt-bob", "tools": ["sh"]}\n' >"$d/sessions.d/s2.json"
+	chmod 600 "$d/config.json" "$d"/sessions.d/*.json
+	chmod 700 "$d"
+	run "$SB_BUILD/shimbridged" --check-no-secrets -c "$d/config.json"
+	[ "$status" -eq 0 ]
+	[[ $output == *"sessions s1, s2 share the global runner $SB_RUNNER"*"shimbridge session add"* ]]
+	# Two sessions naming the same own runner are refused.
+	printf '{"name": "s1", "user": "sbt-alice", "runner": "%s", "tools": ["sh"]}\n' "$RUN_A" >"$d/sessions.d/s1.json"
+	printf '{"name": "s2", "user": "sbt-bob", "runner": "%s", "tools": ["sh"]}\n' "$RUN_A" >"$d/sessions.d/s2.json"
+	run "$SB_BUILD/shimbridged" --check-no-secrets -c "$d/config.json"
+	[ "$status" -eq 1 ]
+	[[ $output == *"runner $RUN_A is also the runner of session s1"* ]]
+	rm -rf "$d"
+}
+
+@test "session add creates the session's own locked runner; session remove removes it" {
+	[ -x "$SB_BUILD/shimbridge" ] || skip "no admin CLI in $SB_BUILD"
+	local d=$SB_DIR/adm
+	mkdir -p "$d/sessions.d"
+	cp "$SB_CONFIG" "$d/config.json"
+	chmod 600 "$d/config.json"
+	chmod 700 "$d"
+	run "$SB_BUILD/shimbridge" session add sbtjx -c "$d/config.json" --tools sh --no-reload \
+		--shim-dir "$SB_DIR/bin"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *"created runner sb-sbtjx-run"* ]]
+	getent passwd sb-sbtjx-run | grep -q ':/nonexistent:/usr/sbin/nologin$'
+	[ "$(passwd -S sb-sbtjx-run | cut -d' ' -f2)" = L ]
+	[ "$(id -u sb-sbtjx-run)" != "$(id -u "$SB_RUNNER")" ]
+	grep -q '"runner": "sb-sbtjx-run"' "$d/sessions.d/sbtjx.json"
+	run "$SB_BUILD/shimbridge" session remove sbtjx -c "$d/config.json" --no-reload
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *"removed runner sb-sbtjx-run"* ]]
+	refute_user() { ! getent passwd "$1" >/dev/null; }
+	refute_user sb-sbtjx-run
+	refute_user sb-sbtjx
+	rm -rf "$d"
+}
