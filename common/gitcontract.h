@@ -45,13 +45,21 @@
  * The refusal pipe. receive-pack exits 0 when its pre-receive hook refuses a push,
  * so the exit status cannot tell the bridge that the policy refused one. The bridge
  * makes a pipe, gives its write end to shimbridge-git as this fd (and names it in
- * GITC_ENV_REFUSAL_FD), and reads the other end once the child is gone: the hook
- * writes what it told the agent there, at most GITC_REFUSAL_MAX bytes of UTF-8 text,
- * one message per line. Only the processes of this one call hold the write end, so
- * no other process of the runner can forge a refusal record.
+ * GITC_ENV_REFUSAL_FD), and reads the other end once the child is gone. The hook
+ * writes records there, one a line, UTF-8:
+ *   "R <text>"  what it told the agent when the policy refused the push, for the
+ *               audit log (at most GITC_REFUSAL_MAX bytes of such records);
+ *   "M <text>"  a message for the agent that holds upstream's words, written
+ *               instead of to stderr when shimbridge-git holds no credential (its
+ *               hook's stderr travels inside the pack protocol, which cannot be
+ *               redacted): the bridge redacts it and shows it on the sandbox's
+ *               stderr (at most GITC_PIPE_MAX bytes in all).
+ * Only the processes of this one call hold the write end, so no other process of
+ * the runner can forge a record.
  */
 #define GITC_REFUSAL_FD		3
 #define GITC_REFUSAL_MAX	2048
+#define GITC_PIPE_MAX		(32 * 1024)
 
 /* Exit codes of shimbridge-git (git's own conventions where they exist); any other
  * status is that of git upload-pack/receive-pack. */

@@ -474,6 +474,9 @@ githook_push(const struct gitctx *ctx, const char *gitdir, struct githook_item *
 	size_t			  i, k = 0, o = 0;
 	int			  status = -1, r;
 
+	/* Without a credential to redact with, upstream's words go to the bridge. */
+	if (ctx->token == NULL && ctx->refusal_fd != -1)
+		gitmsg_divert(ctx->refusal_fd);
 	args = xcalloc(2 * n + 16, sizeof *args);
 	owned = xcalloc(2 * n + 1, sizeof *owned);
 	gitbuf_init(&rep.rejected, GITRUN_OUT_MAX);
@@ -534,6 +537,7 @@ out:
 		gitmsg_say("push to upstream failed: %s", cause);
 		free(cause);
 	}
+	gitmsg_divert(-1);
 	for (i = 0; i < o; i++)
 		free(owned[i]);
 	free(owned);

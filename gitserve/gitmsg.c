@@ -20,6 +20,8 @@
 
 static struct redact *gitmsg_redact;	/* every encoding of the token; NULL = none */
 static size_t gitmsg_patmax;		/* bound on the length of any of its patterns */
+static int gitmsg_divert_fd = -1;	/* say to the bridge's pipe instead of stderr */
+static size_t gitmsg_diverted;		/* bytes sent there so far */
 static char gitmsg_log[GITMSG_LOG_MAX];	/* lines said so far, for gitmsg_record_refusal */
 static size_t gitmsg_loglen;
 
@@ -82,21 +84,68 @@ gitmsg_clean(const char *buf, size_t len)
 void
 gitmsg_record_refusal(const struct gitctx *ctx)
 {
-	size_t	len = gitmsg_loglen, off = 0;
-	ssize_t	n;
+	char	 rec[GITC_REFUSAL_MAX + 1];
+	size_t	 len = 0, off = 0, i;
+	ssize_t	 n;
 
 	if (ctx->refusal_fd == -1)
 		return;
-	if (len > GITC_REFUSAL_MAX)
-		len = GITC_REFUSAL_MAX;
+	/* Each line as "R <line>", within GITC_REFUSAL_MAX bytes in all. */
+	for (i = 0; i < gitmsg_loglen && len + 3 < sizeof rec - 1; i++) {
+		if (i == 0 || gitmsg_log[i - 1] == '\n') {
+			rec[len++] = 'R';
+			rec[len++] = ' ';
+		}
+		rec[len++] = gitmsg_log[i];
+	}
+	if (len > 0 && rec[len - 1] != '\n')
+		rec[len - 1] = '\n';
 	while (off < len) {
-		n = write(ctx->refusal_fd, gitmsg_log + off, len - off);
+		n = write(ctx->refusal_fd, rec + off, len - off);
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;
 		off += (size_t)n;
 	}
+}
+
+/*
+ * Send what is said from now on to the bridge's pipe as "M <line>" records (the
+ * bridge redacts them and shows them on the sandbox's stderr) instead of our
+ * stderr; fd -1 ends that. For upstream's words in the pre-receive hook when we
+ * hold no credential: our stderr there is receive-pack's sideband, inside the pack
+ * protocol, which the bridge cannot redact, and we have no secret to redact with.
+ */
+void
+gitmsg_divert(int fd)
+{
+	gitmsg_divert_fd = fd;
+}
+
+/* Write one "M" record to the diverted pipe, within GITC_PIPE_MAX bytes in all. */
+static void
+gitmsg_divert_line(const char *line, size_t len)
+{
+	char	*rec;
+	size_t	 n, off = 0;
+	ssize_t	 w;
+
+	n = (size_t)xasprintf(&rec, "M shimbridge: %.*s\n", (int)len, line);
+	if (gitmsg_diverted + n > GITC_PIPE_MAX) {
+		free(rec);
+		return;
+	}
+	gitmsg_diverted += n;
+	while (off < n) {
+		w = write(gitmsg_divert_fd, rec + off, n - off);
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	free(rec);
 }
 
 /* Print one message line. */
@@ -115,6 +164,13 @@ gitmsg_say(const char *fmt, ...)
 	len = strlen(clean);
 	while (len > 0 && (clean[len - 1] == ' ' || clean[len - 1] == '\t'))
 		clean[--len] = '\0';
+	if (gitmsg_divert_fd != -1) {
+		gitmsg_divert_line(clean, len);
+		gitcred_wipe(raw, n);
+		free(raw);
+		free(clean);
+		return;
+	}
 	fprintf(stderr, "shimbridge: %s\n", clean);
 	fflush(stderr);
 	if (gitmsg_loglen + len + 2 < sizeof gitmsg_log) {

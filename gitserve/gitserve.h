@@ -168,6 +168,8 @@ char	*gitrun_self_path(char **cause);
 void	 gitmsg_init(const char *secret);
 /* Hand the lines said so far to the bridge, which audits a refused push. */
 void	 gitmsg_record_refusal(const struct gitctx *);
+/* Say lines to the bridge's pipe (fd), which shows them redacted; -1: to stderr. */
+void	 gitmsg_divert(int fd);
 /* Print "shimbridge: <message>" on one line. */
 void	 gitmsg_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print each line of buf as "shimbridge: <prefix><line>" (as gitmsg_lines_say()). */

@@ -534,6 +534,8 @@ gb_descendants() {
 	[ "$(gb_upref refs/heads/gb-new)" = "$(gb_rev alice c HEAD)" ]
 	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/gb-new)" = "$(gb_rev alice c HEAD)" ]
 	sb_audit_grep 'r["event"] == "allowed" and r.get("session") == "alice" and r.get("argv", [""])[0] == "git-receive-pack"'
+	# The upstream leg went through the bridge's injector: shimbridge-git held no token.
+	sb_audit_grep 'r["event"] == "http" and r.get("session") == "alice" and r.get("tool") == "git" and "git-receive-pack" in r.get("request", "") and r.get("status") == 200'
 }
 
 @test "the default branch takes no direct push: refused with the pull-request hint, nothing sent" {

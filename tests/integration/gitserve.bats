@@ -533,6 +533,27 @@ up_pushes() {
 	[[ "$output" == *"fd 3 is not a pipe"* ]]
 }
 
+@test "without a token, upstream's words from the hook go to the bridge as M records, not to the client" {
+	WRAP_UPURL="http://127.0.0.1:$PPORT/owner/$REPO.git" make_wrapper "$T/srv$N.sh" - version=2
+	clone
+	mkfifo "$W/pipe"
+	cat "$W/pipe" >"$W/pipe.out" 3>&- &
+	reader=$!
+	WRAP_UPURL="http://127.0.0.1:$PPORT/owner/$REPO.git" WRAP_PRE="exec 3>'$W/pipe'" \
+	    WRAP_ENV="SHIMBRIDGE_REFUSAL_FD=3" make_wrapper "$T/srv$N.sh" - version=2
+	git -C "$W/c" checkout -q -b upstream-reject-m
+	commit_file "$W/c" m.txt
+	cgit -C "$W/c" push origin upstream-reject-m
+	[ "$status" -ne 0 ]
+	wait "$reader"
+	# Upstream's reason: in the pipe for the bridge to redact, not in the client's output.
+	grep -q '^M shimbridge: upstream: GH006: Protected branch update failed' "$W/pipe.out"
+	grep -q '^M shimbridge: upstream refused the push' "$W/pipe.out"
+	[[ "$output" != *"GH006"* ]] || false
+	! grep -q '^R ' "$W/pipe.out" || false
+	[ "$(upref refs/heads/upstream-reject-m)" = none ]
+}
+
 @test "without a token no host git holds a credential: the loopback injector adds it" {
 	cat >"$T/spy$N" <<EOF
 #!/usr/bin/python3 -I
