@@ -60,10 +60,11 @@ DEP_TEST_PC     := cmocka:libcmocka-dev
 DEP_FUZZ_CMD    := $(CLANG):clang
 # $(call dep_missing,PC-ENTRIES,CMD-ENTRIES): the Debian packages of the missing entries.
 HASH := \#
-dep_missing = $(strip $(shell pc='$(PKG_CONFIG)'; \
+dep_missing = $(strip $(shell { pc='$(PKG_CONFIG)'; \
 	command -v "$$pc" >/dev/null 2>&1 || { echo pkg-config; pc=false; }; \
 	for d in $(1); do "$$pc" --exists "$${d%%:*}" 2>/dev/null || echo "$${d$(HASH)*:}"; done; \
-	for d in $(2); do command -v "$${d%%:*}" >/dev/null 2>&1 || echo "$${d$(HASH)*:}"; done))
+	for d in $(2); do command -v "$${d%%:*}" >/dev/null 2>&1 || echo "$${d$(HASH)*:}"; done; } | \
+	awk '!seen[$$0]++'))
 # $(call depcheck,PC-ENTRIES,CMD-ENTRIES): stop with one line if any entry is missing.
 depcheck = $(if $(call dep_missing,$(1),$(2)),$(error missing build dependencies; install \
 	them as root with: apt-get install $(call dep_missing,$(1),$(2))   (or: sh tests/deps.sh \

@@ -61,7 +61,7 @@ make_refused() {
 
 @test "no pkg-config at all: pkg-config and every library package are named" {
 	make_refused all PKG_CONFIG=/nonexistent/pkg-config
-	[[ $stderr == *"apt-get install pkg-config libevent-dev libjansson-dev libsodium-dev libcurl4-openssl-dev "* ]]
+	[[ $stderr == *"apt-get install pkg-config libevent-dev libssl-dev libjansson-dev libsodium-dev libcurl4-openssl-dev "* ]]
 }
 
 @test "no musl-gcc: the shim names musl-tools" {
