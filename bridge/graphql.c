@@ -167,19 +167,6 @@ graphql_put_utf8(char *d, uint32_t cp)
 	return 4;
 }
 
-/* Value of a hex digit, or -1. */
-static int
-graphql_hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Read the escape after '\u' at s[*i]: \uXXXX or \u{X...}; -1 if malformed. */
 static int64_t
 graphql_unicode_escape(const char *s, size_t n, size_t *i)
@@ -190,7 +177,7 @@ graphql_unicode_escape(const char *s, size_t n, size_t *i)
 
 	if (*i < n && s[*i] == '{') {
 		for (k = *i + 1; k < n && s[k] != '}'; k++) {
-			if ((h = graphql_hex(s[k])) < 0 || cp > 0x10ffff)
+			if ((h = util_hexval(s[k])) < 0 || cp > 0x10ffff)
 				return -1;
 			cp = cp * 16 + h;
 		}
@@ -202,7 +189,7 @@ graphql_unicode_escape(const char *s, size_t n, size_t *i)
 	if (n - *i < 4)
 		return -1;
 	for (k = 0; k < 4; k++) {
-		if ((h = graphql_hex(s[*i + k])) < 0)
+		if ((h = util_hexval(s[*i + k])) < 0)
 			return -1;
 		cp = cp * 16 + h;
 	}

@@ -226,19 +226,6 @@ hp_target_free(struct hp_target *t)
 	memset(t, 0, sizeof *t);
 }
 
-/* Value of a hex digit, or -1. */
-static int
-hp_hex(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Whether s[0..n) is valid UTF-8 without NUL or control characters. */
 static int
 hp_text_ok(const unsigned char *s, size_t n)
@@ -330,7 +317,7 @@ hp_target_split(const char *target, struct hp_target *t, char **why)
 				d[k++] = *s;
 				continue;
 			}
-			if (e - s < 3 || (h = hp_hex(s[1])) < 0 || (l = hp_hex(s[2])) < 0) {
+			if (e - s < 3 || (h = util_hexval(s[1])) < 0 || (l = util_hexval(s[2])) < 0) {
 				hp_why(why, "the request path has a malformed %%-escape");
 				return -1;
 			}
@@ -606,7 +593,7 @@ hp_form_decode(const char *s, size_t n, size_t *outlen)
 		else if (s[i] != '%')
 			d[k++] = s[i];
 		else {
-			if (n - i < 3 || (h = hp_hex(s[i + 1])) < 0 || (l = hp_hex(s[i + 2])) < 0) {
+			if (n - i < 3 || (h = util_hexval(s[i + 1])) < 0 || (l = util_hexval(s[i + 2])) < 0) {
 				free(d);
 				return NULL;
 			}

@@ -190,19 +190,6 @@ jr_ws(struct jr *r)
 		r->p++;
 }
 
-/* Value of a hex digit, or -1. */
-static int
-jr_hex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Append a code point as UTF-8 (surrogates become U+FFFD). */
 static void
 jr_utf8(struct jbuf *out, unsigned cp)
@@ -263,7 +250,7 @@ jr_string(struct jr *r, struct jbuf *out)
 			if (r->end - r->p < 4)
 				return -1;
 			for (i = 0; i < 4; i++) {
-				if ((h = jr_hex(r->p[i])) < 0)
+				if ((h = util_hexval(r->p[i])) < 0)
 					return -1;
 				cp = (cp << 4) | (unsigned)h;
 			}

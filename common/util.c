@@ -130,3 +130,16 @@ die(int code, const char *fmt, ...)
 	fputc('\n', stderr);
 	exit(code);
 }
+
+/* Value of a hex digit, or -1. */
+int
+util_hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

@@ -16,6 +16,8 @@ int	 xvasprintf(char **, const char *, va_list) __attribute__((format(printf, 2,
 
 /* Copy src into dst of size dstsz; returns -1 (ENAMETOOLONG) instead of truncating. */
 int	 strcpy_checked(char *dst, size_t dstsz, const char *src);
+/* Value of a hex digit (0-9, a-f, A-F), or -1. */
+int	 util_hexval(int c);
 
 /* Print "prog: message" to stderr and exit(code); never returns. */
 void	 die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
