@@ -600,6 +600,7 @@ check_auth(const struct config *c, struct keyring *kr)
 	}
 	for (i = 0; i < c->ngit_hosts; i++) {
 		const struct git_host *h = &c->git_hosts[i];
+		const char *ca = h->ca_file != NULL ? h->ca_file : check_ca_file(NULL);
 		size_t ul = strlen(h->upstream);
 
 		if (repo == NULL) {
@@ -616,8 +617,7 @@ check_auth(const struct config *c, struct keyring *kr)
 			if (s != NULL && !config_session_has_tool(s, "git"))
 				continue;
 			src = secret_resolve(c, s, h->secret);
-			if (src == NULL || check_seen(&seen, &nseen, src, url,
-			    check_ca_file(NULL)))
+			if (src == NULL || check_seen(&seen, &nseen, src, url, ca))
 				continue;
 			xasprintf(&what, "secret %s%s%s on git host %s (ls-remote %s)", src->name,
 			    s != NULL && src != secret_resolve(c, NULL, src->name) ?
@@ -625,7 +625,7 @@ check_auth(const struct config *c, struct keyring *kr)
 			    src != secret_resolve(c, NULL, src->name) ? s->name : "",
 			    h->name, repo);
 			check_probe_one(what, src, &keyring_get(kr, s, src->name)->val, url,
-			    "Basic", h->username, check_ca_file(NULL));
+			    "Basic", h->username, ca);
 			free(what);
 		}
 		free(url);

@@ -337,7 +337,7 @@ sba_tmp() {
 # --- check: the secrets against their hosts ------------------------------------------
 
 @test "check: one authenticated request per secret and host (ok + scopes, rejected, TLS verified); --offline skips" {
-	local t good gport fport ca
+	local t good gport gsport fport ca
 	t=$(sba_tmp)
 	good="sbagood$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')"
 	sb_fakegh_run "$SB_DIR/fgh" "$good"
@@ -351,6 +351,14 @@ sba_tmp() {
 	echo $! >"$SB_DIR/githttp.pid"
 	sb_wait_for 10 test -s "$t/git/port"
 	gport=$(cat "$t/git/port")
+	# The same repositories over TLS, for a git host with its own ca_file.
+	mkdir -p "$t/gits"
+	sb_bg "$PY" "$SB_FIXTURES/githttp.py" --root "$t/git/root" --token-file "$t/git/token" \
+		--cert "$SB_DIR/certs/server.pem" --key "$SB_DIR/certs/server.key" \
+		--port-file "$t/gits/port" --log "$t/gits/log" </dev/null >"$t/gits/out" 2>&1
+	echo $! >"$SB_DIR/githttps.pid"
+	sb_wait_for 10 test -s "$t/gits/port"
+	gsport=$(cat "$t/gits/port")
 	(umask 077 && printf '%s' "$good" >"$t/good" && printf 'sbawrongtoken' >"$t/bad")
 	mkdir -m 700 "$t/sessions.d"
 	cat >"$t/config.json" <<EOF
@@ -368,7 +376,9 @@ sba_tmp() {
 	},
 	"git": {"path": "/usr/bin/git", "helper": "$SB_DIR/libexec/shimbridge-git",
 		"hosts": {"good.example.test": {"upstream": "http://127.0.0.1:$gport", "secret": "good"},
-			"bad.example.test": {"upstream": "http://127.0.0.1:$gport", "secret": "bad"}}}
+			"bad.example.test": {"upstream": "http://127.0.0.1:$gport", "secret": "bad"},
+			"tls.example.test": {"upstream": "https://localhost:$gsport", "secret": "good",
+				"ca_file": "$ca"}}}
 }
 EOF
 	chmod 600 "$t/config.json"
@@ -378,7 +388,7 @@ EOF
 
 	run -2 env -u SSL_CERT_FILE "$SB_BUILD/shimbridge" -c "$t/config.json" check
 	sb_fakegh_kill "$SB_DIR/fgh"
-	kill "$(cat "$SB_DIR/githttp.pid")"
+	kill "$(cat "$SB_DIR/githttp.pid")" "$(cat "$SB_DIR/githttps.pid")"
 	sb_refute_contains "$good" "$output"
 	sb_refute_contains sbawrongtoken "$output"
 	[[ $output == *"ok       secret good on localhost:$fport (tool ghgood): accepted (HTTP 200), scopes: repo, read:org, gist, workflow"* ]]
@@ -392,6 +402,9 @@ EOF
 	grep '"/api/v3/user"' "$SB_DIR/fgh/requests.log" | grep -q '"auth_ok": *true'
 	grep '"/api/v3/user"' "$SB_DIR/fgh/requests.log" | grep -q '"auth_ok": *false'
 	[ "$(grep -c 'info/refs' "$t/git/log")" = 2 ]
+	# A git host's own ca_file verifies its TLS (the caller has no SSL_CERT_FILE).
+	[[ $output == *"ok       secret good on git host tls.example.test (ls-remote octo/one): accepted (HTTP 200)"* ]]
+	[ "$(grep -c 'info/refs' "$t/gits/log")" = 1 ]
 
 	# --offline (and --no-secrets) make no request at all.
 	: >"$SB_DIR/fgh/requests.log"
