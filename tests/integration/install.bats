@@ -88,7 +88,8 @@ teardown() {
 # Remove every account this suite may have made (also after a crashed run).
 sbi_users_remove() {
 	local u
-	for u in $(getent passwd | cut -d: -f1 | grep -E '^(sbi-|sb-sbi)'); do
+	# sb-alice-run: the runner `session add alice` creates for its session.
+	for u in $(getent passwd | cut -d: -f1 | grep -E '^(sbi-|sb-sbi|sb-alice-run$)'); do
 		pkill -KILL -u "$u" 2>/dev/null || true
 		userdel -r "$u" >/dev/null 2>&1 || userdel "$u" >/dev/null 2>&1 || true
 		rm -rf "/home/$u"
