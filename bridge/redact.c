@@ -229,6 +229,33 @@ redact_put(unsigned char *out, size_t *o, const char *bytes, size_t m)
 	*o += m;
 }
 
+/* Append code point cp as JSON \uXXXX (beyond U+FFFF: a surrogate pair). */
+static void
+redact_put_u(unsigned char *out, size_t *o, unsigned long cp, const char *hex)
+{
+	unsigned long u[2];
+	char e[6];
+	int k, nu = 1;
+
+	u[0] = cp;
+	if (cp > 0xffff) {
+		u[0] = 0xd800 + ((cp - 0x10000) >> 10);
+		u[1] = 0xdc00 + ((cp - 0x10000) & 0x3ff);
+		nu = 2;
+	}
+	for (k = 0; k < nu; k++) {
+		e[0] = '\\';
+		e[1] = 'u';
+		e[2] = hex[u[k] >> 12 & 15];
+		e[3] = hex[u[k] >> 8 & 15];
+		e[4] = hex[u[k] >> 4 & 15];
+		e[5] = hex[u[k] & 15];
+		redact_put(out, o, e, 6);
+	}
+	sodium_memzero(e, sizeof e);
+	sodium_memzero(u, sizeof u);
+}
+
 /*
  * Base64 of k filler bytes followed by s, keeping only the characters whose six bits
  * all come from s. Character j holds bits [6j, 6j + 6) of the stream; s holds bits
@@ -379,8 +406,8 @@ static size_t
 redact_enc_json_ascii(const unsigned char *s, size_t n, const char *hex, unsigned char *out)
 {
 	size_t i, o = 0, len;
-	unsigned long cp, u[2];
-	int nonascii = 0, k, nu;
+	unsigned long cp;
+	int nonascii = 0;
 	char e[6];
 
 	for (i = 0; i < n; i += len) {
@@ -405,22 +432,7 @@ redact_enc_json_ascii(const unsigned char *s, size_t n, const char *hex, unsigne
 			redact_put(out, &o, e, 2);
 			continue;
 		}
-		nu = 1;
-		u[0] = cp;
-		if (cp > 0xffff) {
-			u[0] = 0xd800 + ((cp - 0x10000) >> 10);
-			u[1] = 0xdc00 + ((cp - 0x10000) & 0x3ff);
-			nu = 2;
-		}
-		for (k = 0; k < nu; k++) {
-			e[0] = '\\';
-			e[1] = 'u';
-			e[2] = hex[u[k] >> 12 & 15];
-			e[3] = hex[u[k] >> 8 & 15];
-			e[4] = hex[u[k] >> 4 & 15];
-			e[5] = hex[u[k] & 15];
-			redact_put(out, &o, e, 6);
-		}
+		redact_put_u(out, &o, cp, hex);
 	}
 	sodium_memzero(e, sizeof e);
 	return o;
@@ -435,9 +447,8 @@ static size_t
 redact_enc_json_u(const unsigned char *s, size_t n, const char *hex, unsigned char *out)
 {
 	size_t i, o = 0, len;
-	unsigned long cp, u[2];
-	int utf8 = 1, k, nu;
-	char e[6];
+	unsigned long cp;
+	int utf8 = 1;
 
 	for (i = 0; i < n; i += len) {
 		if ((len = redact_utf8(s, n, i, &cp)) == 0) {
@@ -452,24 +463,8 @@ redact_enc_json_u(const unsigned char *s, size_t n, const char *hex, unsigned ch
 			len = 1;
 			cp = s[i];
 		}
-		nu = 1;
-		u[0] = cp;
-		if (cp > 0xffff) {
-			u[0] = 0xd800 + ((cp - 0x10000) >> 10);
-			u[1] = 0xdc00 + ((cp - 0x10000) & 0x3ff);
-			nu = 2;
-		}
-		for (k = 0; k < nu; k++) {
-			e[0] = '\\';
-			e[1] = 'u';
-			e[2] = hex[u[k] >> 12 & 15];
-			e[3] = hex[u[k] >> 8 & 15];
-			e[4] = hex[u[k] >> 4 & 15];
-			e[5] = hex[u[k] & 15];
-			redact_put(out, &o, e, 6);
-		}
+		redact_put_u(out, &o, cp, hex);
 	}
-	sodium_memzero(e, sizeof e);
 	cp = 0;
 	return o;
 }
