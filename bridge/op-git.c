@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -44,6 +45,7 @@ struct op_git_state {
 	char			*repo;		/* OWNER/NAME, the injector's scope */
 	const char		*repos[1];
 	struct httppolicy_scope	 scope;
+	struct timespec		 spawned;	/* when the child was started */
 };
 
 /* Free a request's state (with its conn). */
@@ -268,6 +270,7 @@ op_git(struct conn *c, json_t *req)
 		jail_spec_bind(&js, mdir, 1);
 	}
 	c->child_fd3 = wfd;
+	clock_gettime(CLOCK_MONOTONIC, &st->spawned);
 	conn_start(c, c->cfg->git_helper, g.argv, g.env, -1, c->scratch, c->cfg->git_timeout,
 	    jailed ? &js.j : NULL);
 	c->child_fd3 = 0;
@@ -340,6 +343,70 @@ op_git_messages(struct conn *c, const char *text, size_t len)
 	free(redparts);
 }
 
+/* Milliseconds from the request's start to t. */
+static double
+op_git_ms(const struct conn *c, const struct timespec *t)
+{
+	return (double)(t->tv_sec - c->start.tv_sec) * 1e3 +
+	    (double)(t->tv_nsec - c->start.tv_nsec) / 1e6;
+}
+
+/*
+ * One "T <phase> <ns>" record from shimbridge-git (common/gitcontract.h) into the
+ * phases object: a known phase, once, as milliseconds since the request started.
+ * Anything else is ignored (the runner wrote it; it only ever moves a timing).
+ */
+static void
+op_git_phase(const struct conn *c, json_t *ph, const char *p, size_t len)
+{
+	static const char *const names[] = { GITC_PHASE_START, GITC_PHASE_MIRROR,
+	    GITC_PHASE_HOOK, GITC_PHASE_POLICY, GITC_PHASE_UPSTREAM, GITC_PHASE_END };
+	const char *name = NULL;
+	struct timespec t;
+	unsigned long long ns = 0;
+	size_t i, n = 0;
+
+	for (i = 0; i < sizeof names / sizeof names[0] && name == NULL; i++) {
+		n = strlen(names[i]);
+		if (len > n + 1 && memcmp(p, names[i], n) == 0 && p[n] == ' ')
+			name = names[i];
+	}
+	if (name == NULL || json_object_get(ph, name) != NULL)
+		return;
+	p += n + 1;
+	len -= n + 1;
+	if (len == 0 || len > 19)
+		return;
+	for (i = 0; i < len; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return;
+		ns = ns * 10 + (unsigned long long)(p[i] - '0');
+	}
+	t.tv_sec = (time_t)(ns / 1000000000ULL);
+	t.tv_nsec = (long)(ns % 1000000000ULL);
+	json_object_set_new(ph, name, json_real(op_git_ms(c, &t)));
+}
+
+/*
+ * The call's phases as one audit record, in milliseconds since the request started:
+ * "spawn" (the bridge starts the jailed child), shimbridge-git's marks (see
+ * GITC_PHASE_*) and "done" (the child is gone and its output drained).
+ */
+static void
+op_git_phases(struct conn *c, const struct op_git_state *st, json_t *ph)
+{
+	struct timespec now;
+	json_t *a;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (st->spawned.tv_sec != 0 || st->spawned.tv_nsec != 0)
+		json_object_set_new(ph, "spawn", json_real(op_git_ms(c, &st->spawned)));
+	json_object_set_new(ph, "done", json_real(op_git_ms(c, &now)));
+	a = conn_audit_base(c, "git-phases");
+	json_object_set_new(a, "ms", ph);	/* transferred */
+	audit_write(a, conn_redact(c));
+}
+
 /*
  * The call is over. A push the git policy refused inside shimbridge-git's
  * pre-receive hook ends with git's exit 0, so the hook writes what it said to the
@@ -353,9 +420,9 @@ op_git_done(struct conn *c)
 	struct { char *buf; size_t len, max; } rec[2] = {
 		{ NULL, 0, GITC_REFUSAL_MAX }, { NULL, 0, GITC_PIPE_MAX } };
 	char *in, *p, *eol;
-	size_t len = 0, cap = GITC_REFUSAL_MAX + GITC_PIPE_MAX + 64, i, n;
+	size_t len = 0, cap = GITC_REFUSAL_MAX + GITC_PIPE_MAX + 1024, i, n;
 	ssize_t r;
-	json_t *a;
+	json_t *a, *ph;
 
 	if (st == NULL)
 		return;
@@ -363,6 +430,7 @@ op_git_done(struct conn *c)
 	if (st->refusal == -1)
 		return;
 	in = xmalloc(cap + 1);
+	ph = json_object();
 	while (len < cap) {
 		r = read(st->refusal, in + len, cap - len);
 		if (r < 0 && errno == EINTR)
@@ -379,6 +447,10 @@ op_git_done(struct conn *c)
 	for (p = in; p < in + len; p = eol + 1) {
 		if ((eol = memchr(p, '\n', (size_t)(in + len - p))) == NULL)
 			eol = in + len;
+		if (eol - p > 2 && p[0] == 'T' && p[1] == ' ') {
+			op_git_phase(c, ph, p + 2, (size_t)(eol - p) - 2);
+			continue;
+		}
 		if (eol - p < 2 || p[1] != ' ' || (p[0] != 'R' && p[0] != 'M'))
 			continue;	/* not a record: ignored */
 		i = p[0] == 'M';
@@ -390,6 +462,7 @@ op_git_done(struct conn *c)
 		rec[i].len += n;
 	}
 	op_git_messages(c, rec[1].buf, rec[1].len);
+	op_git_phases(c, st, ph);
 	if (rec[0].len > 0) {
 		a = conn_audit_base(c, "denied");
 		/* The runner wrote it: jansson escapes it; invalid UTF-8 is not logged raw. */

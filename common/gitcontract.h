@@ -53,13 +53,24 @@
  *               instead of to stderr when shimbridge-git holds no credential (its
  *               hook's stderr travels inside the pack protocol, which cannot be
  *               redacted): the bridge redacts it and shows it on the sandbox's
- *               stderr (at most GITC_PIPE_MAX bytes in all).
+ *               stderr (at most GITC_PIPE_MAX bytes in all);
+ *   "T <phase> <ns>"  the CLOCK_MONOTONIC time (nanoseconds, decimal) at which a
+ *               phase of the call was reached, for the audit log's "git-phases"
+ *               record: one of the GITC_PHASE_* names, each at most once.
  * Only the processes of this one call hold the write end, so no other process of
  * the runner can forge a record.
  */
 #define GITC_REFUSAL_FD		3
 #define GITC_REFUSAL_MAX	2048
 #define GITC_PIPE_MAX		(32 * 1024)
+
+/* The phases of a call shimbridge-git marks with "T" records, in order. */
+#define GITC_PHASE_START	"start"		/* shimbridge-git runs (the jail is up) */
+#define GITC_PHASE_MIRROR	"mirror"	/* mirror locked, created or refreshed */
+#define GITC_PHASE_HOOK		"hook"		/* push: the pack is in the quarantine */
+#define GITC_PHASE_POLICY	"policy"	/* push: every policy check passed */
+#define GITC_PHASE_UPSTREAM	"upstream"	/* push: upstream took the push */
+#define GITC_PHASE_END		"end"		/* upload-pack/receive-pack exited */
 
 /* Exit codes of shimbridge-git (git's own conventions where they exist); any other
  * status is that of git upload-pack/receive-pack. */

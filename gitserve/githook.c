@@ -617,6 +617,7 @@ githook_pre_receive(int argc, char **argv)
 	if (gitenv_load(&ctx, GITENV_MIRROR | GITENV_UPSTREAM | GITENV_CRED | GITENV_POLICY |
 	    GITENV_GIT | GITENV_RELAY, &cause) != 0)
 		goto out;
+	gitmsg_phase(&ctx, GITC_PHASE_HOOK);
 	if (chdir("/") != 0) {
 		xasprintf(&cause, "chdir /: %s", strerror(errno));
 		goto out;
@@ -636,8 +637,10 @@ githook_pre_receive(int argc, char **argv)
 		gitmsg_record_refusal(&ctx);
 		goto out;
 	}
+	gitmsg_phase(&ctx, GITC_PHASE_POLICY);
 	if (githook_push(&ctx, gitdir, items, n) != 0)
 		goto out;
+	gitmsg_phase(&ctx, GITC_PHASE_UPSTREAM);
 	rc = GS_EXIT_OK;
 
 out:

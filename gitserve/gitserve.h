@@ -170,6 +170,8 @@ void	 gitmsg_init(const char *secret);
 void	 gitmsg_record_refusal(const struct gitctx *);
 /* Say lines to the bridge's pipe (fd), which shows them redacted; -1: to stderr. */
 void	 gitmsg_divert(int fd);
+/* Tell the bridge a phase of the call was reached ("T" record, GITC_PHASE_*). */
+void	 gitmsg_phase(const struct gitctx *, const char *phase);
 /* Print "shimbridge: <message>" on one line. */
 void	 gitmsg_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print each line of buf as "shimbridge: <prefix><line>" (as gitmsg_lines_say()). */

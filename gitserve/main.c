@@ -74,6 +74,7 @@ serve(void)
 	if (gitenv_load(&ctx, GITENV_SERVICE | GITENV_MIRROR | GITENV_UPSTREAM | GITENV_CRED |
 	    GITENV_POLICY | GITENV_GIT | GITENV_RELAY, &cause) != 0)
 		goto out;
+	gitmsg_phase(&ctx, GITC_PHASE_START);
 	if (chdir("/") != 0) {
 		xasprintf(&cause, "chdir /: %s", strerror(errno));
 		goto out;
@@ -86,6 +87,7 @@ serve(void)
 		goto out;
 	if (!created && gitmirror_fetch(&ctx, &cause) != 0)
 		goto out;
+	gitmsg_phase(&ctx, GITC_PHASE_MIRROR);
 
 	if (strcmp(ctx.service, "upload-pack") == 0) {
 		/* Readers share; a writer waiting in between just goes first. */
@@ -109,6 +111,7 @@ serve(void)
 		goto out;
 	if ((status = gitrun_wait(gp.pid, &cause)) == -1)
 		goto out;
+	gitmsg_phase(&ctx, GITC_PHASE_END);
 	rc = status;
 
 out:
