@@ -21,7 +21,8 @@
 #include "config.h"
 #include "conn.h"
 #include "gitcontract.h"
-#include "gitop.h"
+#include "profile.h"
+#include "profile-git.h"
 #include "httppolicy.h"
 #include "inject.h"
 #include "keyring.h"
@@ -71,7 +72,7 @@ op_git_state_free(void *arg)
  * to shimbridge-git as fd 3, its read end stays with the conn for op_git_done.
  */
 static int
-op_git_refusal_pipe(struct op_git_state *st, struct gitop *g, int *wfd, char **cause)
+op_git_refusal_pipe(struct op_git_state *st, struct profile_git_req *g, int *wfd, char **cause)
 {
 	char num[16];
 	int p[2];
@@ -127,7 +128,7 @@ op_git_audit(void *arg, const char *summary, int status, unsigned long long up,
  * Fills via with the URL base shimbridge-git gets instead of the host's.
  */
 static int
-op_git_inject(struct conn *c, struct op_git_state *st, const struct gitop *g, char *via,
+op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_req *g, char *via,
     size_t vialen, char **cause)
 {
 	const struct git_host *gh = config_git_host(c->cfg, g->host);
@@ -148,7 +149,7 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct gitop *g, ch
 	st->scope.api = HTTP_API_GIT;
 	st->scope.repos = st->repos;
 	st->scope.nrepos = 1;
-	st->scope.allow_push = strcmp(g->service, "receive-pack") == 0;
+	st->scope.allow_push = g->svc->push;
 	st->secret_name = xstrdup(g->secret_name);
 	upstream = xstrdup(gh->upstream);
 	if (upstream[0] != '\0' && upstream[strlen(upstream) - 1] == '/')
@@ -175,7 +176,7 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct gitop *g, ch
 void
 op_git(struct conn *c, json_t *req)
 {
-	struct gitop g;
+	struct profile_git_req g;
 	struct jail_spec js;
 	struct op_git_state *st;
 	char *cause = NULL, *msg = NULL, *mdir = NULL, via[64];
@@ -183,12 +184,12 @@ op_git(struct conn *c, json_t *req)
 	int wfd = -1, jailed = c->srv->jail_root != NULL;
 
 	memset(&g, 0, sizeof g);
-	c->tool = xstrdup("git");
+	c->tool = xstrdup(profile_git.name);
 	if (request_check_env(json_object_get(req, "env"), &why) != 0) {
 		conn_protocol_error(c, why);
 		return;
 	}
-	if (gitop_prepare(c->cfg, c->session, req, &g, &msg, &cause) != 0) {
+	if (profile_git_prepare(c->cfg, c->session, req, &g, &msg, &cause) != 0) {
 		c->argv = g.audit_argv != NULL ? json_incref(g.audit_argv) : NULL;
 		if (msg == NULL) {
 			conn_protocol_error(c, cause);
@@ -233,7 +234,7 @@ op_git(struct conn *c, json_t *req)
 		    "connection; nothing was sent. Tell the operator.");
 		goto out;
 	}
-	if (gitop_env(&g, c->scratch, jailed ? via : NULL, &cause) != 0) {
+	if (profile_git_env(&g, c->scratch, jailed ? via : NULL, &cause) != 0) {
 		conn_deny(c, ERR_UNAVAILABLE, "git preparation failed", cause);
 		goto out;
 	}
@@ -252,9 +253,9 @@ op_git(struct conn *c, json_t *req)
 	 * pkt-line lengths, and holding back a trailing "0000" flush would deadlock
 	 * the conversation, so only stderr goes through the redactor.
 	 */
-	c->red_out = NULL;
+	c->red_out = profile_git.raw_stdout ? NULL : conn_redactor(c);
 	c->red_err = conn_redactor(c);
-	if (c->red_err == NULL) {
+	if (c->red_err == NULL || (!profile_git.raw_stdout && c->red_out == NULL)) {
 		conn_deny(c, ERR_INTERNAL, "redactor", "the bridge could not set up output "
 		    "redaction; nothing was sent. Tell the operator.");
 		goto out;
@@ -278,7 +279,7 @@ out:
 	/* Only the child's processes may hold the write end. */
 	if (wfd != -1)
 		close(wfd);
-	gitop_clear(&g);
+	profile_git_clear(&g);
 	free(mdir);
 	free(cause);
 	free(msg);

@@ -1,5 +1,5 @@
 /*
- * The contract between the bridge (bridge/gitop.c, the daemon's git op) and
+ * The contract between the bridge (bridge/profile-git.c, the daemon's git op) and
  * shimbridge-git (gitserve/): the environment the bridge builds for it, the fd it
  * may hand over, and the exit codes it returns. docs/PROTOCOL.md ("The git helper
  * contract") is the prose half of this header; change both together.
@@ -38,6 +38,8 @@
 #define GITC_ENV_PROTOCOL	"SHIMBRIDGE_GIT_PROTOCOL"
 /* Optional: "1" when the sandbox's git asked for progress (option progress true). */
 #define GITC_ENV_PROGRESS	"SHIMBRIDGE_PROGRESS"
+/* Optional: "1" to mark the call's phases as "T" records on the refusal pipe. */
+#define GITC_ENV_PHASES		"SHIMBRIDGE_PHASES"
 /* Optional: the decimal number of the refusal fd (GITC_REFUSAL_FD) when one is given. */
 #define GITC_ENV_REFUSAL_FD	"SHIMBRIDGE_REFUSAL_FD"
 
@@ -56,7 +58,8 @@
  *               stderr (at most GITC_PIPE_MAX bytes in all);
  *   "T <phase> <ns>"  the CLOCK_MONOTONIC time (nanoseconds, decimal) at which a
  *               phase of the call was reached, for the audit log's "git-phases"
- *               record: one of the GITC_PHASE_* names, each at most once.
+ *               record: one of the GITC_PHASE_* names, each at most once; only
+ *               when GITC_ENV_PHASES is "1".
  * Only the processes of this one call hold the write end, so no other process of
  * the runner can forge a record.
  */

@@ -122,7 +122,7 @@ gitmsg_phase(const struct gitctx *ctx, const char *phase)
 	char		 rec[64];
 	int		 len;
 
-	if (ctx->refusal_fd == -1 || clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+	if (!ctx->phases || ctx->refusal_fd == -1 || clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
 		return;
 	len = snprintf(rec, sizeof rec, "T %s %llu\n", phase,
 	    (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);

@@ -85,6 +85,7 @@ struct gitctx {
 	char		*home;		/* private empty HOME, or NULL */
 	char		*self;		/* absolute path of this program */
 	int		 progress;	/* the sandbox's git asked for progress */
+	int		 phases;	/* mark phases as "T" records on the refusal pipe */
 	int		 refusal_fd;	/* write end of the bridge's refusal pipe, or -1 */
 };
 #define GITENV_SERVICE	0x01	/* SHIMBRIDGE_SERVICE, SHIMBRIDGE_GIT_PROTOCOL */
