@@ -416,8 +416,14 @@ gitmirror_fetch_into(const struct gitctx *ctx, const char *dir, int created, cha
 	struct gitmsg_progress	 prog;
 	char			*gitdir, *summary;
 	int			 status, rc = -1;
-	/* Progress, when the sandbox's git asked for it, is relayed as it comes. */
-	const char		*args[] = { NULL, "fetch", "--quiet",
+	/*
+	 * Progress, when the sandbox's git asked for it, is relayed as it comes.
+	 * Protocol v0: its first request (info/refs) already lists upstream's refs, so
+	 * a mirror that is up to date costs one request, a stale one two; v2 asks for
+	 * the capabilities, then the refs, then the pack (two or three). The price is
+	 * that v0's list holds every ref upstream advertises, not only heads and tags.
+	 */
+	const char		*args[] = { NULL, "-c", "protocol.version=0", "fetch", "--quiet",
 				    ctx->progress ? "--progress" : "--no-progress", "--prune",
 				    "--atomic", "--no-tags", "--no-write-fetch-head",
 				    "--no-auto-gc", "--no-recurse-submodules",
