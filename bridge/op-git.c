@@ -1,4 +1,5 @@
 /* op "git": the remote helper's network leg, served by shimbridge-git as the runner. */
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -26,6 +27,7 @@
 #include "httppolicy.h"
 #include "inject.h"
 #include "keyring.h"
+#include "log.h"
 #include "ops.h"
 #include "proto.h"
 #include "redact.h"
@@ -39,6 +41,8 @@
 /* What op "git" keeps for one request. */
 struct op_git_state {
 	struct conn		*c;
+	TAILQ_ENTRY(op_git_state) entry;	/* in op_git_live while it has a mirror */
+	char			*mirror;	/* the mirror it works on, or NULL */
 	int			 refusal;	/* read end of the refusal pipe, or -1 */
 	int			 netns;		/* the child's network namespace, or -1 */
 	struct inject		*inj;		/* its upstream leg's injector, or NULL */
@@ -49,6 +53,9 @@ struct op_git_state {
 	struct timespec		 spawned;	/* when the child was started */
 };
 
+/* Every request that has a mirror (for op_git_claim). */
+static TAILQ_HEAD(, op_git_state) op_git_live = TAILQ_HEAD_INITIALIZER(op_git_live);
+
 /* Free a request's state (with its conn). */
 static void
 op_git_state_free(void *arg)
@@ -57,6 +64,10 @@ op_git_state_free(void *arg)
 
 	if (st == NULL)
 		return;
+	if (st->mirror != NULL) {
+		TAILQ_REMOVE(&op_git_live, st, entry);
+		free(st->mirror);
+	}
 	inject_free(st->inj);
 	if (st->netns != -1)
 		close(st->netns);
@@ -121,6 +132,30 @@ op_git_audit(void *arg, const char *summary, int status, unsigned long long up,
 }
 
 /*
+ * Register st as working on mirror. A ref list prefetched before the mirror's lock
+ * is held is good only while no other call works on that mirror: another call's
+ * push or fetch moves its refs, and a refresh from an older list would prune or
+ * rewind them. So any other live call on it loses its prefetch, and this one may
+ * prefetch (returns 1) only if there is none.
+ */
+static int
+op_git_claim(struct op_git_state *st, const char *mirror)
+{
+	struct op_git_state *o;
+	int alone = 1;
+
+	TAILQ_FOREACH(o, &op_git_live, entry) {
+		if (strcmp(o->mirror, mirror) == 0) {
+			inject_prefetch_drop(o->inj);
+			alone = 0;
+		}
+	}
+	st->mirror = xstrdup(mirror);
+	TAILQ_INSERT_TAIL(&op_git_live, st, entry);
+	return alone;
+}
+
+/*
  * The upstream leg without the token (issue 10.8): a network namespace for the
  * child with only loopback, the daemon's listener inside it, and an injector on
  * that listener that checks each smart-HTTP request against this repository (push
@@ -133,7 +168,7 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_
 {
 	const struct git_host *gh = config_git_host(c->cfg, g->host);
 	struct inject_target t;
-	char *upstream;
+	char *upstream, *pf = NULL, *pfwhy = NULL;
 	int lfd, port, one = 1;
 
 	if (jail_netns_listen(&st->netns, &lfd, &port, cause) != 0)
@@ -168,6 +203,17 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_
 	free(upstream);
 	if (st->inj == NULL)
 		return -1;
+	/*
+	 * Every call starts by refreshing (or creating) the mirror with a protocol v0
+	 * fetch (gitserve/gitmirror.c), whose first request is upstream's ref list:
+	 * ask for it now, while the jail and shimbridge-git start. A failure here only
+	 * means git's own request goes upstream.
+	 */
+	xasprintf(&pf, "/%s/%s.git/info/refs?service=git-upload-pack", g->owner, g->name);
+	if (op_git_claim(st, g->mirror) && inject_prefetch(st->inj, pf, &pfwhy) != 0)
+		log_warnx("git: %s", pfwhy);
+	free(pf);
+	free(pfwhy);
 	snprintf(via, vialen, "http://127.0.0.1:%d", port);
 	return 0;
 }
