@@ -44,6 +44,7 @@ usage(FILE *f)
 	    "  SHIMBRIDGE_GIT_PROTOCOL optional: version=0, version=1 or version=2\n"
 	    "  SHIMBRIDGE_PROGRESS     optional: 1 to relay upstream progress\n"
 	    "  SHIMBRIDGE_REFUSAL_FD   optional: 3, a pipe for policy refusal records\n"
+	    "  SHIMBRIDGE_PHASES       optional: 1 to write phase times (T records) there\n"
 	    "  HOME                    a private empty directory\n"
 	    "\n"
 	    "Exit status: 0 done, 1 push refused, 2 usage, 128 upstream or setup failure;\n"
