@@ -399,36 +399,19 @@ op_git_ms(const struct conn *c, const struct timespec *t)
 }
 
 /*
- * One "T <phase> <ns>" record from shimbridge-git (common/gitcontract.h) into the
- * phases object: a known phase, once, as milliseconds since the request started.
- * Anything else is ignored (the runner wrote it; it only ever moves a timing).
+ * One "T <phase> <ns>" record from shimbridge-git into the phases object, as
+ * milliseconds since the request started; a malformed or repeated one is ignored
+ * (the runner wrote it; it only ever moves a timing).
  */
 static void
 op_git_phase(const struct conn *c, json_t *ph, const char *p, size_t len)
 {
-	static const char *const names[] = { GITC_PHASE_START, GITC_PHASE_MIRROR,
-	    GITC_PHASE_HOOK, GITC_PHASE_POLICY, GITC_PHASE_UPSTREAM, GITC_PHASE_END };
-	const char *name = NULL;
 	struct timespec t;
-	unsigned long long ns = 0;
-	size_t i, n = 0;
+	const char *name;
+	unsigned long long ns;
 
-	for (i = 0; i < sizeof names / sizeof names[0] && name == NULL; i++) {
-		n = strlen(names[i]);
-		if (len > n + 1 && memcmp(p, names[i], n) == 0 && p[n] == ' ')
-			name = names[i];
-	}
-	if (name == NULL || json_object_get(ph, name) != NULL)
+	if (profile_git_phase(p, len, &name, &ns) != 0 || json_object_get(ph, name) != NULL)
 		return;
-	p += n + 1;
-	len -= n + 1;
-	if (len == 0 || len > 19)
-		return;
-	for (i = 0; i < len; i++) {
-		if (p[i] < '0' || p[i] > '9')
-			return;
-		ns = ns * 10 + (unsigned long long)(p[i] - '0');
-	}
 	t.tv_sec = (time_t)(ns / 1000000000ULL);
 	t.tv_nsec = (long)(ns % 1000000000ULL);
 	json_object_set_new(ph, name, json_real(op_git_ms(c, &t)));

@@ -408,3 +408,37 @@ profile_git_clear(struct profile_git_req *g)
 	json_decref(g->audit_argv);
 	memset(g, 0, sizeof *g);
 }
+
+/* Parse the text of a "T" record (common/gitcontract.h): "<phase> <ns>". */
+int
+profile_git_phase(const char *p, size_t len, const char **name, unsigned long long *ns)
+{
+	static const char *const names[] = { GITC_PHASE_START, GITC_PHASE_MIRROR,
+	    GITC_PHASE_HOOK, GITC_PHASE_POLICY, GITC_PHASE_UPSTREAM, GITC_PHASE_END };
+	size_t i, n = 0;
+
+	*name = NULL;
+	*ns = 0;
+	for (i = 0; i < sizeof names / sizeof names[0] && *name == NULL; i++) {
+		n = strlen(names[i]);
+		if (len > n + 1 && memcmp(p, names[i], n) == 0 && p[n] == ' ')
+			*name = names[i];
+	}
+	if (*name == NULL)
+		return -1;
+	p += n + 1;
+	len -= n + 1;
+	if (len == 0 || len > 19) {		/* 19 digits never overflow 64 bits */
+		*name = NULL;
+		return -1;
+	}
+	for (i = 0; i < len; i++) {
+		if (p[i] < '0' || p[i] > '9') {
+			*name = NULL;
+			*ns = 0;
+			return -1;
+		}
+		*ns = *ns * 10 + (unsigned long long)(p[i] - '0');
+	}
+	return 0;
+}

@@ -7,6 +7,8 @@
 #ifndef SHIMBRIDGE_PROFILE_GIT_H
 #define SHIMBRIDGE_PROFILE_GIT_H
 
+#include <stddef.h>
+
 #include <jansson.h>
 
 struct config;
@@ -53,5 +55,12 @@ int	profile_git_prepare(const struct config *, const struct session *, json_t *r
  */
 int	profile_git_env(struct profile_git_req *, const char *scratch, const char *via, char **cause);
 void	profile_git_clear(struct profile_git_req *);
+/*
+ * Parse the text after "T " of a refusal-pipe record (common/gitcontract.h): one
+ * of the GITC_PHASE_* names (*name points to it), a space, 1-19 decimal digits
+ * (*ns). 0, or -1 for anything else.
+ */
+int	profile_git_phase(const char *rec, size_t len, const char **name,
+	    unsigned long long *ns);
 
 #endif

@@ -285,6 +285,34 @@ test_table(void **state)
 	free(cause);
 }
 
+/* "T" records: a known phase, a space, 1-19 digits; nothing else. */
+static void
+test_phase(void **state)
+{
+	static const char *const bad[] = { "", "start", "start ", "start x", "start 1 ",
+	    "start  1", "Start 1", "hook 12345678901234567890", "end -1", "end 1\n",
+	    "done 1", "spawn 5" };
+	const char *name;
+	unsigned long long ns;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(profile_git_phase("start 42", 8, &name, &ns), 0);
+	assert_string_equal(name, GITC_PHASE_START);
+	assert_true(ns == 42);
+	assert_int_equal(profile_git_phase("upstream 9999999999999999999", 28, &name, &ns), 0);
+	assert_string_equal(name, GITC_PHASE_UPSTREAM);
+	assert_true(ns == 9999999999999999999ULL);
+	/* The length counts, not a NUL. */
+	assert_int_equal(profile_git_phase("end 12345", 6, &name, &ns), 0);
+	assert_true(ns == 12);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		if (profile_git_phase(bad[i], strlen(bad[i]), &name, &ns) != -1)
+			fail_msg("accepted \"%s\"", bad[i]);
+		assert_null(name);
+	}
+}
+
 int
 main(void)
 {
@@ -293,6 +321,7 @@ main(void)
 		cmocka_unit_test(test_prepare_refusals),
 		cmocka_unit_test(test_env),
 		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_phase),
 	};
 
 	if (sodium_init() < 0)
