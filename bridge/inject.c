@@ -64,6 +64,7 @@ struct prefetch {
 	struct evkeyvalq	 headers;	/* the answer's end-to-end headers */
 	struct evbuffer		*body;
 	int			 overflow;	/* the body passed INJECT_PREFETCH_MAX */
+	int			 told;		/* the prefetched callback ran */
 	struct timeval		 ready;		/* when it was complete */
 };
 
@@ -110,6 +111,7 @@ struct inject {
 	int			(*secret)(void *, const unsigned char **, size_t *);
 	void			(*audit)(void *, const char *, int, unsigned long long,
 				    unsigned long long, const char *);
+	void			(*prefetched)(void *, const unsigned char *, size_t);
 	void			*arg;
 	struct exchanges	 live;
 	unsigned int		 nlive;
@@ -409,6 +411,10 @@ inject_prefetch_fail(struct prefetch *pf, struct inject *inj)
 	if (pf->body != NULL)
 		evbuffer_free(pf->body);
 	pf->body = NULL;
+	if (!pf->told && inj->prefetched != NULL && !inj->closing) {
+		pf->told = 1;
+		inj->prefetched(inj->arg, NULL, 0);
+	}
 	if (w != NULL && !inj->closing)
 		inject_resolve(w);
 }
@@ -707,6 +713,13 @@ inject_up_done_cb(struct evhttp_request *up, void *arg)
 			pf->state = PF_READY;
 			event_base_gettimeofday_cached(ex->inj->base, &pf->ready);
 			inject_audit(ex, NULL);
+			if (ex->inj->prefetched != NULL && !pf->told) {
+				pf->told = 1;
+				size_t		 blen = evbuffer_get_length(pf->body);
+				unsigned char	*b = evbuffer_pullup(pf->body, -1);
+
+				ex->inj->prefetched(ex->inj->arg, b, b != NULL ? blen : 0);
+			}
 			if ((w = pf->waiter) != NULL) {
 				pf->waiter = NULL;
 				inject_prefetch_serve(pf, w);
@@ -1280,6 +1293,7 @@ inject_new(struct event_base *base, int listen_fd, const struct inject_target *t
 	inj->scope = t->scope;
 	inj->secret = t->secret;
 	inj->audit = t->audit;
+	inj->prefetched = t->prefetched;
 	inj->arg = t->arg;
 	inj->max_body = t->max_body != 0 ? t->max_body : t->api == HTTP_API_GIT ?
 	    INJECT_MAX_BODY_GIT : INJECT_MAX_BODY_API;

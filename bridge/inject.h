@@ -55,6 +55,12 @@ struct inject_target {
 	void		(*audit)(void *arg, const char *summary, int status,
 			    unsigned long long bytes_up, unsigned long long bytes_down,
 			    const char *refusal);
+	/*
+	 * Optional: called once for inject_prefetch: with the body of its 200 answer
+	 * (valid during the call), or with NULL when there will be none (failed, not
+	 * 200, too large, dropped).
+	 */
+	void		(*prefetched)(void *arg, const unsigned char *body, size_t len);
 	void		*arg;
 };
 

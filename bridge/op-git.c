@@ -43,6 +43,9 @@ struct op_git_state {
 	struct conn		*c;
 	TAILQ_ENTRY(op_git_state) entry;	/* in op_git_live while it has a mirror */
 	char			*mirror;	/* the mirror it works on, or NULL */
+	char			*refs_path;	/* the SHIMBRIDGE_UPSTREAM_REFS FIFO, or NULL */
+	int			 refs_fd;	/* its end (O_RDWR), or -1 */
+	int			 refs_said;	/* the message is written */
 	int			 refusal;	/* read end of the refusal pipe, or -1 */
 	int			 netns;		/* the child's network namespace, or -1 */
 	struct inject		*inj;		/* its upstream leg's injector, or NULL */
@@ -68,6 +71,9 @@ op_git_state_free(void *arg)
 		TAILQ_REMOVE(&op_git_live, st, entry);
 		free(st->mirror);
 	}
+	if (st->refs_fd != -1)
+		close(st->refs_fd);
+	free(st->refs_path);
 	inject_free(st->inj);
 	if (st->netns != -1)
 		close(st->netns);
@@ -131,6 +137,65 @@ op_git_audit(void *arg, const char *summary, int status, unsigned long long up,
 	audit_write(a, conn_redact(st->c));
 }
 
+/* Write the upstream-refs message (or "none") to the FIFO, once. */
+static void
+op_git_refs_say(struct op_git_state *st, const char *msg, size_t len)
+{
+	ssize_t n;
+
+	if (st->refs_fd == -1 || st->refs_said)
+		return;
+	st->refs_said = 1;
+	/* At most GITC_REFS_MAX bytes into an empty pipe: never blocks, never short. */
+	n = write(st->refs_fd, msg, len);
+	if (n != (ssize_t)len && msg[0] != 'n')
+		(void)!write(st->refs_fd, "none\n", 5);	/* shimbridge-git fetches */
+}
+
+/*
+ * The prefetched ref list arrived (body NULL: it will not): tell shimbridge-git
+ * upstream's heads and tags, or that it must fetch to know.
+ */
+static void
+op_git_prefetched(void *arg, const unsigned char *body, size_t len)
+{
+	struct op_git_state *st = arg;
+	char *msg;
+	size_t mlen;
+
+	if (body == NULL || profile_git_refs(body, len, &msg, &mlen) != 0) {
+		op_git_refs_say(st, "none\n", 5);
+		return;
+	}
+	op_git_refs_say(st, msg, mlen);
+	free(msg);
+}
+
+/*
+ * The FIFO of SHIMBRIDGE_UPSTREAM_REFS in the call's scratch directory: made by
+ * the daemon before the child exists, kept open (read-write, so it never blocks
+ * and its contents live until the call ends) for op_git_prefetched to write to.
+ */
+static int
+op_git_refs_fifo(struct op_git_state *st, const char *scratch)
+{
+	char *path;
+	int fd = -1;
+
+	xasprintf(&path, "%s/upstream-refs", scratch);
+	if (mkfifo(path, 0600) != 0 || (fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC |
+	    O_NOFOLLOW)) == -1 || fchmod(fd, 0644) != 0) {
+		if (fd != -1)
+			close(fd);
+		log_warnx("git: %s: %s", path, strerror(errno));
+		free(path);
+		return -1;
+	}
+	st->refs_fd = fd;
+	st->refs_path = path;
+	return 0;
+}
+
 /*
  * Register st as working on mirror. A ref list prefetched before the mirror's lock
  * is held is good only while no other call works on that mirror: another call's
@@ -147,6 +212,7 @@ op_git_claim(struct op_git_state *st, const char *mirror)
 	TAILQ_FOREACH(o, &op_git_live, entry) {
 		if (strcmp(o->mirror, mirror) == 0) {
 			inject_prefetch_drop(o->inj);
+			op_git_refs_say(o, "none\n", 5);
 			alone = 0;
 		}
 	}
@@ -198,6 +264,7 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_
 	t.scope = &st->scope;
 	t.secret = op_git_secret;
 	t.audit = op_git_audit;
+	t.prefetched = op_git_prefetched;
 	t.arg = st;
 	st->inj = inject_new(c->srv->base, lfd, &t, cause);	/* lfd transferred */
 	free(upstream);
@@ -210,8 +277,12 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_
 	 * means git's own request goes upstream.
 	 */
 	xasprintf(&pf, "/%s/%s.git/info/refs?service=git-upload-pack", g->owner, g->name);
-	if (op_git_claim(st, g->mirror) && inject_prefetch(st->inj, pf, &pfwhy) != 0)
-		log_warnx("git: %s", pfwhy);
+	if (op_git_claim(st, g->mirror)) {
+		if (inject_prefetch(st->inj, pf, &pfwhy) != 0)
+			log_warnx("git: %s", pfwhy);
+		else
+			(void)op_git_refs_fifo(st, c->scratch);
+	}
 	free(pf);
 	free(pfwhy);
 	snprintf(via, vialen, "http://127.0.0.1:%d", port);
@@ -267,7 +338,7 @@ op_git(struct conn *c, json_t *req)
 	}
 	st = xcalloc(1, sizeof *st);
 	st->c = c;
-	st->refusal = st->netns = -1;
+	st->refusal = st->netns = st->refs_fd = -1;
 	c->op_state = st;
 	c->op_state_free = op_git_state_free;
 	/*
@@ -284,6 +355,9 @@ op_git(struct conn *c, json_t *req)
 		conn_deny(c, ERR_UNAVAILABLE, "git preparation failed", cause);
 		goto out;
 	}
+	if (st->refs_path != NULL)
+		envbuild_set(g.env, GITC_ENV_UPSTREAM_REFS, st->refs_path,
+		    strlen(st->refs_path), 0);
 	if (op_git_refusal_pipe(st, &g, &wfd, &cause) != 0) {
 		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare git (no pipe); "
 		    "nothing was sent. Tell the operator.");

@@ -442,3 +442,118 @@ profile_git_phase(const char *p, size_t len, const char **name, unsigned long lo
 	}
 	return 0;
 }
+
+/* The value of 4 hex digits, or -1. */
+static int
+profile_git_hex4(const char *p)
+{
+	int v = 0, i;
+
+	for (i = 0; i < 4; i++) {
+		v <<= 4;
+		if (p[i] >= '0' && p[i] <= '9')
+			v |= p[i] - '0';
+		else if (p[i] >= 'a' && p[i] <= 'f')
+			v |= p[i] - 'a' + 10;
+		else
+			return -1;
+	}
+	return v;
+}
+
+/* Whether a ref name may go into the list: printable, no space. */
+static int
+profile_git_refname_ok(const char *r, size_t n)
+{
+	size_t i;
+
+	if (n < 12 || n > 1024)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if ((unsigned char)r[i] <= 0x20 || r[i] == 0x7f)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Turn upstream's protocol v0 ref advertisement (the body of GET
+ * .../info/refs?service=git-upload-pack) into the SHIMBRIDGE_UPSTREAM_REFS message:
+ * its heads and tags as "<oid> <ref>" lines between "refs" and "end".
+ */
+int
+profile_git_refs(const unsigned char *adv, size_t len, char **out, size_t *outlen)
+{
+	static const char svc[] = "# service=git-upload-pack\n";
+	const char *p = (const char *)adv, *end = p + len, *line, *sp, *nul;
+	size_t n, cap = GITC_REFS_MAX, olen = 0, oidlen, i;
+	char *o = NULL;
+	int pl, section = 0, first = 1;
+
+	*out = NULL;
+	*outlen = 0;
+	o = xmalloc(cap);
+	memcpy(o, "refs\n", 5);
+	olen = 5;
+	for (;;) {
+		if (end - p < 4 || (pl = profile_git_hex4(p)) < 0 || pl == 1 || pl == 2 ||
+		    pl == 3 || pl > 65520 || (pl > 0 && end - p < pl))
+			goto bad;
+		if (pl == 0) {			/* flush: the end of a section */
+			p += 4;
+			if (++section == 2)
+				break;
+			continue;
+		}
+		line = p + 4;
+		n = (size_t)pl - 4;
+		p += pl;
+		if (n > 0 && line[n - 1] == '\n')
+			n--;
+		if (section == 0) {
+			if (n != sizeof svc - 2 || memcmp(line, svc, n) != 0)
+				goto bad;
+			continue;
+		}
+		/* "<oid> <ref>[\0<capabilities>]" (capabilities on the first only). */
+		if ((nul = memchr(line, '\0', n)) != NULL) {
+			if (!first)
+				goto bad;
+			n = (size_t)(nul - line);
+		}
+		first = 0;
+		if ((sp = memchr(line, ' ', n)) == NULL)
+			goto bad;
+		oidlen = (size_t)(sp - line);
+		if (oidlen != 40 && oidlen != 64)
+			goto bad;
+		for (i = 0; i < oidlen; i++) {
+			if (!((line[i] >= '0' && line[i] <= '9') || (line[i] >= 'a' && line[i] <= 'f')))
+				goto bad;
+		}
+		n -= oidlen + 1;
+		sp++;
+		if ((n > 11 && memcmp(sp, "refs/heads/", 11) == 0) ||
+		    (n > 10 && memcmp(sp, "refs/tags/", 10) == 0)) {
+			if (memcmp(sp + n - 3, "^{}", 3) == 0)
+				continue;	/* a peeled tag: not a ref of its own */
+			if (!profile_git_refname_ok(sp, n))
+				goto bad;
+			if (olen + oidlen + 1 + n + 1 + 4 > cap)
+				goto bad;	/* too many: shimbridge-git fetches instead */
+			memcpy(o + olen, line, oidlen + 1);
+			memcpy(o + olen + oidlen + 1, sp, n);
+			olen += oidlen + 1 + n;
+			o[olen++] = '\n';
+		}
+	}
+	if (p != end)
+		goto bad;
+	memcpy(o + olen, "end\n", 4);
+	*out = o;
+	*outlen = olen + 4;
+	return 0;
+bad:
+	free(o);
+	return -1;
+}

@@ -62,5 +62,13 @@ void	profile_git_clear(struct profile_git_req *);
  */
 int	profile_git_phase(const char *rec, size_t len, const char **name,
 	    unsigned long long *ns);
+/*
+ * From upstream's protocol v0 ref advertisement (info/refs?service=git-upload-pack,
+ * pkt-lines), the SHIMBRIDGE_UPSTREAM_REFS message (common/gitcontract.h): "refs\n",
+ * "<oid> <ref>\n" for each head and tag (peeled "^{}" entries left out), "end\n".
+ * 0 and a malloc'd *out of at most GITC_REFS_MAX bytes, or -1 when the body is
+ * not exactly such an advertisement or the list would be longer.
+ */
+int	profile_git_refs(const unsigned char *adv, size_t len, char **out, size_t *outlen);
 
 #endif

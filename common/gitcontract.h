@@ -38,6 +38,15 @@
 #define GITC_ENV_PROTOCOL	"SHIMBRIDGE_GIT_PROTOCOL"
 /* Optional: "1" when the sandbox's git asked for progress (option progress true). */
 #define GITC_ENV_PROGRESS	"SHIMBRIDGE_PROGRESS"
+/*
+ * Optional: the absolute path of a FIFO on which the bridge says what upstream's
+ * heads and tags were when the call began (the ref list it prefetched): "refs\n",
+ * then "<oid> <ref>\n" for each, then "end\n"; or "none\n" when it cannot say.
+ * When they are exactly the mirror's, shimbridge-git skips its pre-fetch (git
+ * fetch would find nothing to do).
+ */
+#define GITC_ENV_UPSTREAM_REFS	"SHIMBRIDGE_UPSTREAM_REFS"
+#define GITC_REFS_MAX		(60 * 1024)	/* the whole message fits in a pipe */
 /* Optional: "1" to mark the call's phases as "T" records on the refusal pipe. */
 #define GITC_ENV_PHASES		"SHIMBRIDGE_PHASES"
 /* Optional: the decimal number of the refusal fd (GITC_REFUSAL_FD) when one is given. */

@@ -267,6 +267,9 @@ gitenv_load(struct gitctx *ctx, int flags, char **cause)
 		ctx->progress = v != NULL && strcmp(v, "1") == 0;
 		v = getenv(GITC_ENV_PHASES);
 		ctx->phases = v != NULL && strcmp(v, "1") == 0;
+		v = getenv(GITC_ENV_UPSTREAM_REFS);
+		if (v != NULL && v[0] == '/' && strlen(v) < 4096)
+			ctx->upstream_refs = xstrdup(v);
 		if (gitenv_load_refusal(ctx, cause) != 0)
 			return -1;
 	}
@@ -326,6 +329,7 @@ gitenv_free(struct gitctx *ctx)
 	free(ctx->protocol);
 	free(ctx->home);
 	free(ctx->self);
+	free(ctx->upstream_refs);
 	memset(ctx, 0, sizeof *ctx);
 }
 

@@ -45,6 +45,7 @@ usage(FILE *f)
 	    "  SHIMBRIDGE_PROGRESS     optional: 1 to relay upstream progress\n"
 	    "  SHIMBRIDGE_REFUSAL_FD   optional: 3, a pipe for policy refusal records\n"
 	    "  SHIMBRIDGE_PHASES       optional: 1 to write phase times (T records) there\n"
+	    "  SHIMBRIDGE_UPSTREAM_REFS optional: a FIFO with upstream's heads and tags\n"
 	    "  HOME                    a private empty directory\n"
 	    "\n"
 	    "Exit status: 0 done, 1 push refused, 2 usage, 128 upstream or setup failure;\n"
@@ -86,7 +87,8 @@ serve(void)
 		goto out;
 	if (gitmirror_ensure(&ctx, &created, &cause) != 0)
 		goto out;
-	if (!created && gitmirror_fetch(&ctx, &cause) != 0)
+	/* Skipped when upstream's heads and tags are the mirror's (the bridge's list). */
+	if (!created && !gitmirror_fresh(&ctx) && gitmirror_fetch(&ctx, &cause) != 0)
 		goto out;
 	gitmsg_phase(&ctx, GITC_PHASE_MIRROR);
 

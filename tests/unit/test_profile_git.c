@@ -313,6 +313,57 @@ test_phase(void **state)
 	}
 }
 
+/* upstream's v0 ref advertisement → the SHIMBRIDGE_UPSTREAM_REFS message. */
+static void
+test_refs(void **state)
+{
+	static const char adv[] =
+	    "001e# service=git-upload-pack\n0000"
+	    "00461111111111111111111111111111111111111111 HEAD\0multi_ack side-band\n"
+	    "003d1111111111111111111111111111111111111111 refs/heads/main\n"
+	    "003a2222222222222222222222222222222222222222 refs/tags/v1\n"
+	    "003d1111111111111111111111111111111111111111 refs/tags/v1^{}\n"
+	    "003e1111111111111111111111111111111111111111 refs/pull/1/head\n"
+	    "0000";
+	static const char want[] = "refs\n"
+	    "1111111111111111111111111111111111111111 refs/heads/main\n"
+	    "2222222222222222222222222222222222222222 refs/tags/v1\n"
+	    "end\n";
+	static const char *const bad[] = {
+		"",					/* nothing */
+		"001e# service=git-upload-pack\n",	/* no flush */
+		"001e# service=git-receive-pac\n0000",	/* wrong service */
+		"001e# service=git-upload-pack\n00000000x",	/* trailing bytes */
+		"001e# service=git-upload-pack\n0000003f1111 refs/heads/mainXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX\n0000",
+		"001e# service=git-upload-pack\n0000"
+		    "003c1111111111111111111111111111111111111111 refs/heads/m n\n0000",
+		"001e# service=git-upload-pack\n0000ffff",	/* longer than the body */
+		"001e# service=git-upload-pack\n00000001",	/* a v2 delimiter */
+	};
+	char *out;
+	size_t len, i;
+
+	(void)state;
+	assert_int_equal(profile_git_refs((const unsigned char *)adv, sizeof adv - 1, &out,
+	    &len), 0);
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(out, want, len);
+	free(out);
+	/* An empty repository: an empty list, which is an answer too. */
+	assert_int_equal(profile_git_refs((const unsigned char *)
+	    "001e# service=git-upload-pack\n00000000", 38, &out, &len), 0);
+	assert_int_equal(len, 9);
+	assert_memory_equal(out, "refs\nend\n", 9);
+	free(out);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		out = (char *)1;
+		if (profile_git_refs((const unsigned char *)bad[i], strlen(bad[i]), &out,
+		    &len) != -1)
+			fail_msg("accepted bad advertisement %zu", i);
+		assert_null(out);
+	}
+}
+
 int
 main(void)
 {
@@ -322,6 +373,7 @@ main(void)
 		cmocka_unit_test(test_env),
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_phase),
+		cmocka_unit_test(test_refs),
 	};
 
 	if (sodium_init() < 0)
