@@ -1151,6 +1151,7 @@ reap:
 	inject_reap(ex);
 }
 
+/* Forget the prefetched answer; a request waiting for it goes upstream. */
 void
 inject_prefetch_drop(struct inject *inj)
 {
@@ -1158,6 +1159,7 @@ inject_prefetch_drop(struct inject *inj)
 		inject_prefetch_fail(inj->pf, inj);
 }
 
+/* Start a GET of uri upstream for the tool's first request of it (see inject.h). */
 int
 inject_prefetch(struct inject *inj, const char *uri, char **cause)
 {

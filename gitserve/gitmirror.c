@@ -483,7 +483,7 @@ gitmirror_lines(char *buf, char ***v)
 	return n;
 }
 
-/* Read the bridge's upstream-refs message; 0 and its ref lines, or -1. */
+/* Read the bridge's whole upstream-refs message into msg: 0 for a ref list, else -1. */
 static int
 gitmirror_read_refs(const char *path, struct gitbuf *msg)
 {
@@ -533,6 +533,7 @@ out:
 	return rc;
 }
 
+/* Whether the bridge's list of upstream's heads and tags is exactly the mirror's. */
 int
 gitmirror_fresh(const struct gitctx *ctx)
 {
