@@ -357,6 +357,49 @@ out:
 }
 
 /*
+ * Whether the mirror's HEAD names a branch that exists as a loose ref (what a fetch
+ * writes): then it resolves, and no git needs to start to say so. 0 means "ask git".
+ */
+static int
+gitmirror_head_loose(const char *mirror)
+{
+	char	*path, buf[512];
+	ssize_t	 n;
+	size_t	 len, i;
+	int	 fd;
+
+	xasprintf(&path, "%s/HEAD", mirror);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	free(path);
+	if (fd == -1)
+		return 0;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 16 || strncmp(buf, "ref: refs/heads/", 16) != 0 || buf[n - 1] != '\n')
+		return 0;
+	buf[n - 1] = '\0';
+	/* A plain branch name: no path games, nothing git would quote. */
+	if (strstr(buf + 16, "..") != NULL || strspn(buf + 16, "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-") != strlen(buf + 16))
+		return 0;
+	xasprintf(&path, "%s/%s", mirror, buf + 5);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	free(path);
+	if (fd == -1)
+		return 0;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n != 41 && n != 65)
+		return 0;
+	len = (size_t)n - 1;
+	for (i = 0; i < len; i++) {
+		if (!((buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f')))
+			return 0;
+	}
+	return buf[len] == '\n';
+}
+
+/*
  * Point the mirror's HEAD where upstream's points. Asking costs a round trip, so
  * only when the mirror is new or its HEAD does not resolve.
  */
@@ -376,7 +419,8 @@ gitmirror_sync_head(const struct gitctx *ctx, const char *gitdir, int always)
 	gitbuf_init(&out, GITRUN_OUT_MAX);
 	gitbuf_init(&err, GITRUN_ERR_MAX);
 	if (!always) {
-		status = gitrun_cmd(ctx, GITRUN_READONLY, verify, NULL, NULL, &cause);
+		status = gitmirror_head_loose(ctx->mirror) ? 0 :
+		    gitrun_cmd(ctx, GITRUN_READONLY, verify, NULL, NULL, &cause);
 		if (status == 0)
 			goto out;
 	}
