@@ -58,7 +58,11 @@ struct conn {
 	struct config		*cfg;		/* reference held for the request's life */
 	uint64_t		 id;
 	enum conn_state		 state;
-	struct bufferevent	*bev;
+	struct bufferevent	*bev;		/* writes to the peer */
+	struct event		*ev_read;	/* reads from the peer (conn_rx_cb) */
+	struct evbuffer		*rx;		/* bytes read, not yet parsed */
+	int			 rx_on;		/* reading wanted (not paused/closing) */
+	int			 rx_armed;	/* ev_read is added */
 	struct event		*timer;		/* handshake, wall clock, kill grace, close */
 	struct event		*free_ev;
 	uid_t			 uid;		/* from the kernel, at accept */

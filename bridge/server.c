@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -496,6 +497,13 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	srv.config_path = config_path;
 	srv.started = time(NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * The relay allocates and frees buffers of up to a few hundred KiB at a high
+	 * rate: without these, glibc hands them back to the kernel (brk shrink or
+	 * munmap) after each use and every byte relayed pays a page fault.
+	 */
+	(void)mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
+	(void)mallopt(M_TRIM_THRESHOLD, 16 * 1024 * 1024);
 	if (platform_harden_self() != 0)
 		log_warnx("cannot make the daemon non-dumpable: %s", strerror(errno));
 	if (platform_subreaper() != 0)
