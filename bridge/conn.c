@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "audit.h"
+#include "cgroup.h"
 #include "config.h"
 #include "conn.h"
 #include "filereq.h"
@@ -535,7 +536,9 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 	r.cpu_seconds = timeout + 5;
 	r.extra_fd = c->child_fd3;
 	r.jail = jail;
-	if (spawn_child(&r, &ch, &cause) != 0) {
+	ch.pid = -1;
+	if ((r.cgroup_fd = cgroup_session_fd(c->session->name, &cause)) < 0 ||
+	    spawn_child(&r, &ch, &cause) != 0) {
 		json_t *a = conn_audit_base(c, "error");
 		char *msg;
 
@@ -967,7 +970,8 @@ conn_check_done(struct conn *c)
 		json_object_set_new(a, "signal", json_string(n != NULL ? n : "?"));
 	}
 	if (c->killed != KILL_NONE) {
-		static const char *why[] = { "", "timeout", "output-limit", "peer-gone", "shutdown" };
+		static const char *why[] = { "", "timeout", "output-limit", "peer-gone", "shutdown",
+		    "session-removed" };
 
 		json_object_set_new(a, "killed", json_string(why[c->killed]));
 	}
@@ -982,6 +986,14 @@ conn_check_done(struct conn *c)
 		    "on the bridge. Output so far was delivered. Try a narrower command.",
 		    c->tool, conn_elapsed(c));
 		conn_error(c, ERR_TIMEOUT, msg);
+		free(msg);
+		return;
+	}
+	if (c->killed == KILL_SESSION) {
+		xasprintf(&msg, "%s was stopped: this account's shimbridge session was "
+		    "removed from the bridge's configuration while it ran. Output so far was "
+		    "delivered; nothing more runs for this account. Ask the operator.", c->tool);
+		conn_error(c, ERR_UNAUTHORIZED, msg);
 		free(msg);
 		return;
 	}
@@ -1013,6 +1025,16 @@ conn_shutdown(struct conn *c)
 {
 	if (c->job != NULL && job_state(c->job) == JOB_RUNNING) {
 		c->killed = KILL_SHUTDOWN;
+		job_kill(c->job, SIGKILL);
+	}
+}
+
+/* Its session is gone: kill a running child (the session's cgroup, if any, is killed too). */
+void
+conn_session_removed(struct conn *c)
+{
+	if (c->job != NULL && job_state(c->job) == JOB_RUNNING) {
+		c->killed = KILL_SESSION;
 		job_kill(c->job, SIGKILL);
 	}
 }

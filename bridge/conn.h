@@ -49,6 +49,7 @@ enum conn_kill {
 	KILL_OUTPUT,	/* output cap */
 	KILL_PEER,	/* the shim went away */
 	KILL_SHUTDOWN,	/* the daemon is stopping */
+	KILL_SESSION,	/* its session was removed by a reload */
 };
 
 /* Everything about one peer. */
@@ -109,6 +110,8 @@ void		 conn_free(struct conn *);
 void		 conn_schedule_free(struct conn *);
 /* The daemon is stopping: kill the child. */
 void		 conn_shutdown(struct conn *);
+/* A reload removed c's session: kill its child (its whole group). */
+void		 conn_session_removed(struct conn *);
 /*
  * The sweep: a reaped child whose pipes are held open by an escaped process
  * for longer than the kill grace has them closed. Returns 1 if c waits for a

@@ -26,6 +26,7 @@
 
 struct job {
 	TAILQ_ENTRY(job)	 entry;
+	struct job		*hnext;		/* in job_hash while not reaped */
 	enum job_state		 state;
 	pid_t			 pid;		/* also the process group */
 	int			 status;
@@ -52,6 +53,99 @@ struct job {
 #define JOB_READ_MAX	(256 * 1024)	/* one read from an output pipe */
 
 static TAILQ_HEAD(job_list, job) job_all = TAILQ_HEAD_INITIALIZER(job_all);
+
+/*
+ * Jobs not yet reaped, by pid: the reaper and the orphan scan look a pid up in
+ * constant time, whatever the number of calls in flight (a list walk per pid
+ * made the scan quadratic in them).
+ */
+static struct job	**job_hash;
+static size_t		  job_hsize, job_hcount;
+static int		  job_unjailed_ended;	/* see job_orphans_possible */
+
+/* The bucket of a pid. */
+static size_t
+job_bucket(pid_t pid, size_t size)
+{
+	return ((size_t)pid * 2654435761u) & (size - 1);
+}
+
+/* Add a running job to the hash, growing it to keep chains short. */
+static void
+job_hash_add(struct job *j)
+{
+	size_t i;
+
+	if (job_hcount + 1 > job_hsize) {
+		size_t nsize = job_hsize ? job_hsize * 2 : 64;
+		struct job **nh = xcalloc(nsize, sizeof *nh), *k, *next;
+
+		for (i = 0; i < job_hsize; i++) {
+			for (k = job_hash[i]; k != NULL; k = next) {
+				next = k->hnext;
+				k->hnext = nh[job_bucket(k->pid, nsize)];
+				nh[job_bucket(k->pid, nsize)] = k;
+			}
+		}
+		free(job_hash);
+		job_hash = nh;
+		job_hsize = nsize;
+	}
+	i = job_bucket(j->pid, job_hsize);
+	j->hnext = job_hash[i];
+	job_hash[i] = j;
+	job_hcount++;
+}
+
+/* Remove a job from the hash (reaped or freed); nothing if it is not there. */
+static void
+job_hash_del(struct job *j)
+{
+	struct job **p;
+
+	if (job_hsize == 0)
+		return;
+	for (p = &job_hash[job_bucket(j->pid, job_hsize)]; *p != NULL; p = &(*p)->hnext) {
+		if (*p == j) {
+			*p = j->hnext;
+			j->hnext = NULL;
+			job_hcount--;
+			return;
+		}
+	}
+}
+
+/* The running job of a pid, or NULL. */
+static struct job *
+job_find(pid_t pid)
+{
+	struct job *j;
+
+	if (job_hsize == 0)
+		return NULL;
+	for (j = job_hash[job_bucket(pid, job_hsize)]; j != NULL; j = j->hnext) {
+		if (j->pid == pid)
+			return j;
+	}
+	return NULL;
+}
+
+/* Whether pid is a job's process not yet reaped (the orphan scan keeps it). */
+int
+job_is_live(pid_t pid)
+{
+	return job_find(pid) != NULL;
+}
+
+/* Whether a job ran outside a jail since the last call (see job.h); clears it. */
+int
+job_orphans_possible(void)
+{
+	int r = job_unjailed_ended;
+
+	job_unjailed_ended = 0;
+	return r;
+}
 
 /* Name of a state, for logs and assertions. */
 const char *
@@ -227,6 +321,7 @@ job_new(struct event_base *base, struct child *ch, const struct job_cb *cb, void
 		(void)fcntl(j->fd_out, F_SETPIPE_SZ, JOB_PIPE_SIZE);
 #endif
 	TAILQ_INSERT_TAIL(&job_all, j, entry);
+	job_hash_add(j);
 	return j;
 }
 
@@ -237,8 +332,12 @@ job_free(struct job *j)
 	if (j == NULL || j->freed)
 		return;
 	j->freed = 1;
-	if (j->state == JOB_RUNNING)
+	if (j->state == JOB_RUNNING) {
 		(void)kill(-j->pid, SIGKILL);	/* the reaper will find no job */
+		job_hash_del(j);
+		if (!j->jailed)
+			job_unjailed_ended = 1;
+	}
 	TAILQ_REMOVE(&job_all, j, entry);
 	if (j->ev_in != NULL)
 		event_free(j->ev_in);
@@ -396,9 +495,14 @@ job_reaped(pid_t pid, int status)
 {
 	struct job *j;
 
-	TAILQ_FOREACH(j, &job_all, entry) {
-		if (j->pid != pid || j->state != JOB_RUNNING)
-			continue;
+	if ((j = job_find(pid)) != NULL) {
+		job_hash_del(j);
+		/*
+		 * A jail's init takes its whole PID namespace with it; anything else
+		 * may have left a daemonised descendant to us (the subreaper).
+		 */
+		if (!j->jailed)
+			job_unjailed_ended = 1;
 		j->status = spawn_wait_status(j->jailed, status);
 		j->reaped_at = time(NULL);
 		job_set_state(j, JOB_DEAD);

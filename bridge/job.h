@@ -92,8 +92,16 @@ void		 job_close_output(struct job *, int stream);
  * job (its group is killed: nothing outlives it), 0 if not.
  */
 int		 job_reaped(pid_t, int status);
-/* pids of every job not yet reaped, for the orphan scan: *n set, array owned by caller. */
+/* pids of every job not yet reaped: *n set, array owned by caller. */
 pid_t		*job_live_pids(size_t *n);
+/* Whether pid is a job's process not yet reaped (constant time: the orphan scan's test). */
+int		 job_is_live(pid_t);
+/*
+ * Whether a job that ran outside a jail has ended (reaped or freed) since the
+ * last call, which clears it. Only such a job can leave an escaped descendant
+ * to the daemon: a jailed one's whole PID namespace dies with its init.
+ */
+int		 job_orphans_possible(void);
 /* Wait (blocking) for a job's process and dispatch it as job_reaped would. */
 void		 job_wait(struct job *);
 
