@@ -27,7 +27,7 @@ struct cgroup_sess {
 	struct cgroup_sess	*next;
 	char			*name;		/* the session */
 	char			*path;		/* BASE/s-NAME.N */
-	int			 dirfd;		/* for CLONE_INTO_CGROUP; -1 once killed */
+	int			 live;		/* 0 once killed */
 };
 
 static char			*cgroup_base;	/* NULL: cgroups not in use */
@@ -281,29 +281,36 @@ out:
 	return cgroup_base != NULL;
 }
 
-/* The directory fd of a session's cgroup, made on first use (see cgroup.h). */
+/* A new directory fd of a session's cgroup, made on first use (see cgroup.h). */
 int
 cgroup_session_fd(const char *session, char **cause)
 {
 	struct cgroup_sess *s;
-	char *path;
 	int fd;
 
 	if (cgroup_base == NULL)
 		return 0;
 	for (s = cgroup_list; s != NULL; s = s->next) {
-		if (s->dirfd >= 0 && strcmp(s->name, session) == 0)
-			return s->dirfd;
+		if (s->live && strcmp(s->name, session) == 0)
+			break;
 	}
-	xasprintf(&path, "%s/s-%s.%lu", cgroup_base, session, ++cgroup_gen);
-	if (mkdir(path, 0700) != 0) {
-		xasprintf(cause, "cannot create the session's cgroup %s: %s", path,
-		    strerror(errno));
-		free(path);
-		return -1;
+	if (s == NULL) {
+		s = xcalloc(1, sizeof *s);
+		xasprintf(&s->path, "%s/s-%s.%lu", cgroup_base, session, ++cgroup_gen);
+		if (mkdir(s->path, 0700) != 0) {
+			xasprintf(cause, "cannot create the session's cgroup %s: %s", s->path,
+			    strerror(errno));
+			free(s->path);
+			free(s);
+			return -1;
+		}
+		s->name = xstrdup(session);
+		s->live = 1;
+		s->next = cgroup_list;
+		cgroup_list = s;
 	}
-	/* Above 2: spawn's children keep fds 0-2 for the tool's stdio. */
-	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* O_PATH is enough for CLONE_INTO_CGROUP. Above 2: fds 0-2 are the tool's stdio. */
+	fd = open(s->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd >= 0 && fd <= 2) {
 		int hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 
@@ -311,18 +318,10 @@ cgroup_session_fd(const char *session, char **cause)
 		fd = hi;
 	}
 	if (fd < 0) {
-		xasprintf(cause, "cannot open the session's cgroup %s: %s", path,
+		xasprintf(cause, "cannot open the session's cgroup %s: %s", s->path,
 		    strerror(errno));
-		rmdir(path);
-		free(path);
 		return -1;
 	}
-	s = xcalloc(1, sizeof *s);
-	s->name = xstrdup(session);
-	s->path = path;
-	s->dirfd = fd;
-	s->next = cgroup_list;
-	cgroup_list = s;
 	return fd;
 }
 
@@ -334,7 +333,7 @@ cgroup_session_kill(const char *session)
 	int n = 0, k;
 
 	for (s = cgroup_list; s != NULL; s = s->next) {
-		if (s->dirfd < 0 || strcmp(s->name, session) != 0)
+		if (!s->live || strcmp(s->name, session) != 0)
 			continue;
 		if ((k = cgroup_count(s->path)) > 0)
 			n += k;
@@ -342,8 +341,7 @@ cgroup_session_kill(const char *session)
 			log_warnx("cannot kill the cgroup %s: %s", s->path, strerror(errno));
 			return -1;
 		}
-		close(s->dirfd);
-		s->dirfd = -1;	/* removed by the sweep once empty */
+		s->live = 0;	/* removed by the sweep once empty */
 	}
 	return n;
 }
@@ -355,7 +353,7 @@ cgroup_sweep(void)
 	struct cgroup_sess **sp = &cgroup_list, *s;
 
 	while ((s = *sp) != NULL) {
-		if (s->dirfd >= 0 || (rmdir(s->path) != 0 && errno != ENOENT)) {
+		if (s->live || (rmdir(s->path) != 0 && errno != ENOENT)) {
 			sp = &s->next;
 			continue;
 		}
@@ -376,8 +374,6 @@ cgroup_shutdown(void)
 		return;
 	while ((s = cgroup_list) != NULL) {
 		cgroup_list = s->next;
-		if (s->dirfd >= 0)
-			close(s->dirfd);
 		free(s->name);
 		free(s->path);
 		free(s);

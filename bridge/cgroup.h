@@ -21,8 +21,8 @@ int	cgroup_init(char **msg);
 /* Whether cgroups are in use. */
 int	cgroup_enabled(void);
 /*
- * The directory fd of a session's cgroup (made on first use), for
- * CLONE_INTO_CGROUP; never closed by the caller. 0 when cgroups are not in use;
+ * A new directory fd (O_PATH, > 2) of a session's cgroup (made on first use), for
+ * CLONE_INTO_CGROUP; the caller closes it. 0 when cgroups are not in use;
  * -1 with *cause when they are and the cgroup cannot be made (the call must
  * then fail: never run it less contained than the daemon said).
  */

@@ -539,6 +539,8 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 	ch.pid = -1;
 	if ((r.cgroup_fd = cgroup_session_fd(c->session->name, &cause)) < 0 ||
 	    spawn_child(&r, &ch, &cause) != 0) {
+		if (r.cgroup_fd > 2)
+			close(r.cgroup_fd);
 		json_t *a = conn_audit_base(c, "error");
 		char *msg;
 
@@ -557,6 +559,8 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 		c->srv->n_errors++;
 		return -1;
 	}
+	if (r.cgroup_fd > 2)
+		close(r.cgroup_fd);
 	c->job = job_new(c->srv->base, &ch, &conn_job_cb, c);
 	conn_set_state(c, CONN_RUNNING);
 	conn_timer(c, timeout);

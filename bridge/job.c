@@ -50,7 +50,8 @@ struct job {
  * refusal (pipe-max-size, per-user pipe quota) leaves the default.
  */
 #define JOB_PIPE_SIZE	(1024 * 1024)
-#define JOB_READ_MAX	(256 * 1024)	/* one read from an output pipe */
+/* One read from an output pipe: a frame's worth (an output cap drops the read that crosses it). */
+#define JOB_READ_MAX	FRAME_DATA_MAX
 
 static TAILQ_HEAD(job_list, job) job_all = TAILQ_HEAD_INITIALIZER(job_all);
 

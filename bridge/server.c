@@ -588,6 +588,16 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");
 	if (audit_open(cfg->audit_path, cause) != 0)
 		goto out;
+	/* Before the socket exists: whoever can connect finds the containment decided. */
+	{
+		char *msg;
+
+		if (cgroup_init(&msg))
+			log_info("%s", msg);
+		else
+			log_warnx("%s", msg);
+		free(msg);
+	}
 	if ((srv.base = event_base_new()) == NULL) {
 		*cause = xstrdup("cannot create the event loop");
 		goto out;
@@ -630,15 +640,6 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	evtimer_add(srv.ev_sweep, &sec);
 	srv.ev_resume = evtimer_new(srv.base, server_resume, &srv);
 	srv.ev_orphans = evtimer_new(srv.base, server_orphans, &srv);
-	{
-		char *msg;
-
-		if (cgroup_init(&msg))
-			log_info("%s", msg);
-		else
-			log_warnx("%s", msg);
-		free(msg);
-	}
 	log_info("listening (config version %s, %zu sessions, %zu tools)", cfg->version,
 	    cfg->nsessions, cfg->ntools);
 	platform_notify("READY=1");
