@@ -78,22 +78,109 @@ conn_reading(struct conn *c, int on)
 	conn_rx_update(c);
 }
 
+/* Give up splicing the rest of a STDIN frame: its header goes back in front of rx. */
+static void
+conn_splice_stop(struct conn *c)
+{
+	unsigned char hdr[FRAME_HDR];
+
+	if (c->splice_left > 0) {
+		frame_put_header(hdr, FRAME_STDIN, (uint32_t)c->splice_left);
+		evbuffer_prepend(c->rx, hdr, sizeof hdr);
+		c->splice_left = 0;
+	}
+}
+
+/*
+ * While a child runs and nothing is buffered toward it, STDIN payloads go from
+ * the socket to its stdin pipe with splice(2): the bytes never enter the daemon
+ * (stdin needs no redaction). Only the 5-byte frame headers are read. Returns 1
+ * if the event was handled here, 0 to read into rx as usual.
+ */
+static int
+conn_rx_splice(struct conn *c, int fd)
+{
+	unsigned char hdr[FRAME_HDR];
+	const char *cause;
+	uint8_t type;
+	uint32_t len;
+	ssize_t n;
+
+	if (c->no_splice || c->state != CONN_RUNNING || c->job == NULL || c->peer_gone) {
+		conn_splice_stop(c);
+		return 0;
+	}
+	if (c->splice_left == 0) {
+		if (evbuffer_get_length(c->rx) > 0 || !job_stdin_open(c->job) ||
+		    job_stdin_buffered(c->job) > 0)
+			return 0;
+		/* At a frame boundary with nothing buffered: read just the header. */
+		n = recv(fd, hdr, sizeof hdr, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return 1;
+		if (n <= 0)
+			return 0;	/* the usual read sees the end or the error */
+		if (n < (ssize_t)sizeof hdr ||
+		    frame_parse_header(hdr, &type, &len, &cause) != 0 ||
+		    type != FRAME_STDIN || len == 0) {
+			evbuffer_add(c->rx, hdr, (size_t)n);	/* not a payload to splice */
+			return 0;
+		}
+		c->splice_left = len;
+	}
+	if (!job_stdin_open(c->job)) {
+		conn_splice_stop(c);	/* the usual path drops what nobody reads */
+		return 0;
+	}
+	n = job_stdin_splice(c->job, fd, c->splice_left);
+	if (n > 0) {
+		c->splice_left -= (size_t)n;
+		c->bytes_in += (uint64_t)n;
+		return 1;
+	}
+	if (n == 0) {
+		conn_peer_closed(c);
+		return 1;
+	}
+	switch (errno) {
+	case EAGAIN:
+	case EINTR:
+		return 1;
+	case ENOBUFS:
+		/* The pipe is full: wait for the child ("written" resumes us). */
+		c->peer_paused = 1;
+		conn_reading(c, 0);
+		return 1;
+	case EPIPE:
+		conn_splice_stop(c);
+		return 0;
+	default:
+		log_debug("conn %llu: no splice here (%s); reading stdin instead",
+		    (unsigned long long)c->id, strerror(errno));
+		c->no_splice = 1;
+		conn_splice_stop(c);
+		return 0;
+	}
+}
+
 /* The peer is readable: one large read straight into rx, then the frames. */
 static void
 conn_rx_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn *c = arg;
 	struct evbuffer_iovec v[2];
-	size_t room = PEER_IN_HIGH - evbuffer_get_length(c->rx);
-	size_t chunk = c->state == CONN_RUNNING ? RX_CHUNK_RUNNING : RX_CHUNK;
+	size_t room, chunk = c->state == CONN_RUNNING ? RX_CHUNK_RUNNING : RX_CHUNK;
 	ssize_t n;
 	int nv, i;
 
 	(void)what;
+	if (conn_rx_splice(c, fd))
+		return;
 	if (evbuffer_get_length(c->rx) >= PEER_IN_HIGH) {
 		conn_rx_update(c);
 		return;
 	}
+	room = PEER_IN_HIGH - evbuffer_get_length(c->rx);
 	if (room > chunk)
 		room = chunk;
 	if ((nv = evbuffer_reserve_space(c->rx, (ev_ssize_t)room, v, 2)) < 0)
@@ -115,10 +202,18 @@ conn_rx_cb(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	if (n <= 0) {
+		int again = n < 0 && (errno == EAGAIN || errno == EINTR);
+
 		evbuffer_commit_space(c->rx, v, 0);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		/* A header conn_rx_splice put back may be all there is: parse it first. */
+		if (evbuffer_get_length(c->rx) > 0)
+			conn_read_frames(c);
+		if (c->state == CONN_DEAD)
 			return;
-		conn_peer_closed(c);
+		if (!again)
+			conn_peer_closed(c);
+		else
+			conn_rx_update(c);
 		return;
 	}
 	evbuffer_commit_space(c->rx, v, nv);

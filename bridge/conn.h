@@ -64,6 +64,8 @@ struct conn {
 	struct evbuffer		*rx;		/* bytes read, not yet parsed */
 	int			 rx_on;		/* reading wanted (not paused/closing) */
 	int			 rx_armed;	/* ev_read is added */
+	size_t			 splice_left;	/* STDIN payload still to splice from the socket */
+	int			 no_splice;	/* splice failed here: always read */
 	struct event		*timer;		/* handshake, wall clock, kill grace, close */
 	struct event		*free_ev;
 	uid_t			 uid;		/* from the kernel, at accept */

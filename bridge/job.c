@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
@@ -52,6 +53,8 @@ struct job {
 #define JOB_PIPE_SIZE	(1024 * 1024)
 /* One read from an output pipe: a frame's worth (an output cap drops the read that crosses it). */
 #define JOB_READ_MAX	FRAME_DATA_MAX
+
+static void	job_stdin_broken(struct job *);
 
 static TAILQ_HEAD(job_list, job) job_all = TAILQ_HEAD_INITIALIZER(job_all);
 
@@ -261,13 +264,10 @@ job_write_cb(evutil_socket_t fd, short what, void *arg)
 	int n;
 
 	(void)what;
-	n = evbuffer_write(j->inbuf, fd);
+	n = evbuffer_get_length(j->inbuf) > 0 ? evbuffer_write(j->inbuf, fd) : 0;
 	if (n < 0 && errno != EAGAIN && errno != EINTR) {
 		/* The child closed its stdin (EPIPE): what is left is dropped. */
-		evbuffer_drain(j->inbuf, evbuffer_get_length(j->inbuf));
-		event_del(j->ev_in);
-		close(j->fd_in);
-		j->fd_in = -1;
+		job_stdin_broken(j);
 	} else if (evbuffer_get_length(j->inbuf) == 0) {
 		event_del(j->ev_in);
 		if (j->stdin_eof) {
@@ -413,6 +413,52 @@ job_stdin(struct job *j, struct evbuffer *src, size_t len)
 	evbuffer_remove_buffer(src, j->inbuf, len);
 	if (j->ev_in != NULL && j->fd_in >= 0)
 		event_add(j->ev_in, NULL);
+}
+
+/* Close stdin after the child refused more (EPIPE): what is buffered is dropped. */
+static void
+job_stdin_broken(struct job *j)
+{
+	evbuffer_drain(j->inbuf, evbuffer_get_length(j->inbuf));
+	event_del(j->ev_in);
+	close(j->fd_in);
+	j->fd_in = -1;
+}
+
+/* Move up to len bytes from fd straight into the child's stdin pipe (see job.h). */
+ssize_t
+job_stdin_splice(struct job *j, int fd, size_t len)
+{
+#if defined(__linux__) && defined(SPLICE_F_MOVE)
+	struct pollfd p;
+	ssize_t n;
+
+	if (j->fd_in < 0 || j->stdin_eof || evbuffer_get_length(j->inbuf) > 0) {
+		errno = EPIPE;
+		return -1;
+	}
+	n = splice(fd, NULL, j->fd_in, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	if (n >= 0 || errno != EAGAIN) {
+		if (n < 0 && errno == EPIPE)
+			job_stdin_broken(j);
+		return n;
+	}
+	/* Either side may be the one that is not ready: ask the pipe. */
+	p.fd = j->fd_in;
+	p.events = POLLOUT;
+	p.revents = 0;
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT))
+		return -1;	/* EAGAIN: the socket is empty */
+	event_add(j->ev_in, NULL);	/* "written" follows once the child has read */
+	errno = ENOBUFS;
+	return -1;
+#else
+	(void)j;
+	(void)fd;
+	(void)len;
+	errno = ENOSYS;
+	return -1;
+#endif
 }
 
 /* End of stdin: close now if nothing is waiting. */

@@ -73,6 +73,15 @@ int		 job_stop(struct job *);
 
 /* Move len bytes from src to the child's stdin buffer. */
 void		 job_stdin(struct job *, struct evbuffer *src, size_t len);
+/*
+ * Move up to len bytes from fd (a socket) straight into the child's stdin pipe
+ * with splice(2), no copy through the daemon, when nothing is buffered ahead of
+ * them. Returns the bytes moved, 0 at the socket's end, or -1 with errno: EAGAIN
+ * (the socket is empty), ENOBUFS (the pipe is full: the "written" callback
+ * follows once it takes more), EPIPE (stdin is closed or bytes are buffered;
+ * the child's refusal closes it), EINVAL/ENOSYS (no splice here).
+ */
+ssize_t		 job_stdin_splice(struct job *, int fd, size_t len);
 /* No more stdin: close it once the buffer is written. */
 void		 job_stdin_eof(struct job *);
 /* Whether stdin still takes bytes (open and not at EOF). */
