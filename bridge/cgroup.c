@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -178,6 +179,75 @@ cgroup_clone_into(int dirfd)
 	return (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
 #else
 	(void)dirfd;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/*
+ * clone3 whose child runs fn(arg) on the stack it is given, then exits: what
+ * glibc's clone() does for clone(2), which glibc does not offer for clone3. The
+ * child starts on its own stack, so it cannot return into C code of ours: the
+ * whole child path is in the assembly.
+ */
+static int
+cgroup_clone3_fn(struct clone_args *ca, int (*fn)(void *), void *arg)
+{
+#if defined(__linux__) && defined(__x86_64__) && defined(SYS_clone3)
+	register long rax __asm__("rax") = SYS_clone3;
+	register void *r12 __asm__("r12") = (void *)fn;
+	register void *r13 __asm__("r13") = arg;
+
+	__asm__ volatile(
+	    "syscall\n\t"
+	    "test %%rax, %%rax\n\t"
+	    "jnz 1f\n\t"
+	    /* The child: a fresh frame on its own stack, fn(arg), exit(its value). */
+	    "xor %%ebp, %%ebp\n\t"
+	    "mov %%r13, %%rdi\n\t"
+	    "call *%%r12\n\t"
+	    "mov %%eax, %%edi\n\t"
+	    "mov $60, %%eax\n\t"
+	    "syscall\n\t"
+	    "hlt\n"
+	    "1:\n"
+	    : "+r"(rax)
+	    : "D"(ca), "S"(sizeof *ca), "r"(r12), "r"(r13)
+	    : "rcx", "r11", "memory");
+	if (rax < 0) {
+		errno = (int)-rax;
+		return -1;
+	}
+	return (int)rax;
+#else
+	(void)ca;
+	(void)fn;
+	(void)arg;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/* clone(fn, stack_top, flags, arg) into a cgroup (see cgroup.h). */
+int
+cgroup_clone(int (*fn)(void *), void *stack_top, int flags, void *arg, int cgroup_fd)
+{
+#if defined(__linux__) && defined(SYS_clone3) && defined(CLONE_INTO_CGROUP)
+	struct clone_args ca;
+	uintptr_t top = (uintptr_t)stack_top & ~(uintptr_t)15;
+
+	if (cgroup_fd <= 2)
+		return clone(fn, stack_top, flags, arg);
+	memset(&ca, 0, sizeof ca);
+	ca.flags = (uint64_t)((unsigned)flags & ~0xffu) | CLONE_INTO_CGROUP;
+	ca.exit_signal = (uint64_t)((unsigned)flags & 0xffu);
+	ca.cgroup = (uint64_t)cgroup_fd;
+	ca.stack = (uint64_t)(top - 64);
+	ca.stack_size = 64;	/* the kernel starts the child at stack + stack_size */
+	return cgroup_clone3_fn(&ca, fn, arg);
+#else
+	if (cgroup_fd <= 2)
+		return clone(fn, stack_top, flags, arg);
 	errno = ENOSYS;
 	return -1;
 #endif
