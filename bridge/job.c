@@ -46,9 +46,11 @@ struct job {
 };
 
 /*
- * Pipe capacity asked for the child's stdin and stdout (the kernel default is
- * 64 KiB): fewer wake-ups of the child and of the loop per byte relayed. A
- * refusal (pipe-max-size, per-user pipe quota) leaves the default.
+ * Pipe capacity asked for the child's stdin (the kernel default is 64 KiB): fewer
+ * wake-ups per byte spliced into it. stdout keeps the default: with a deep pipe
+ * the reads that feed the redactor and the output cap would cut the tool's writes
+ * at arbitrary points instead of where it wrote them. A refusal (pipe-max-size,
+ * per-user pipe quota) leaves the default.
  */
 #define JOB_PIPE_SIZE	(1024 * 1024)
 /* One read from an output pipe: a frame's worth (an output cap drops the read that crosses it). */
@@ -318,8 +320,6 @@ job_new(struct event_base *base, struct child *ch, const struct job_cb *cb, void
 #if defined(F_SETPIPE_SZ)
 	if (j->fd_in >= 0)
 		(void)fcntl(j->fd_in, F_SETPIPE_SZ, JOB_PIPE_SIZE);
-	if (j->fd_out >= 0)
-		(void)fcntl(j->fd_out, F_SETPIPE_SZ, JOB_PIPE_SIZE);
 #endif
 	TAILQ_INSERT_TAIL(&job_all, j, entry);
 	job_hash_add(j);
