@@ -3,6 +3,7 @@
  * peer and its job, redaction of what the child prints, frames out.
  */
 #include <sys/queue.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -41,6 +42,7 @@
 #define PEER_OUT_HIGH	(256 * 1024)	/* stop reading the child above this */
 #define PEER_OUT_LOW	(64 * 1024)	/* resume below this */
 #define STDIN_HIGH	(256 * 1024)	/* stop reading the peer above this */
+#define PEER_SOCK_BUF	(1024 * 1024)	/* socket send buffer asked for */
 #define CLOSE_TIMEOUT	10		/* seconds to deliver the final frame */
 #define FILES_STDIN_MAX	(1024 * 1024)	/* stdin held while file arguments arrive */
 #define RX_CHUNK	(16 * 1024)	/* one read from the peer before the child runs */
@@ -1176,6 +1178,12 @@ conn_new(struct server *srv, int fd, uid_t uid, gid_t gid, pid_t pid,
 	c->session = s;
 	c->admin = uid == 0;
 	clock_gettime(CLOCK_MONOTONIC, &c->start);
+	{
+		/* Output moves in larger bursts (kernel memory is taken only when used). */
+		int sz = PEER_SOCK_BUF;
+
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+	}
 	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->timer = evtimer_new(srv->base, conn_timer_cb, c);
 	c->free_ev = event_new(srv->base, -1, 0, conn_free_cb, c);
