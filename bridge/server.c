@@ -124,7 +124,7 @@ server_sweep(evutil_socket_t fd, short what, void *arg)
 		next = TAILQ_NEXT(c, entry);
 		waiting |= conn_sweep(c, now);
 	}
-	if (waiting && !cgroup_enabled())
+	if (waiting)
 		server_kill_orphans(srv);
 	cgroup_sweep();
 	renew_sweep(srv->base, srv->keyring, srv->cfg);
