@@ -87,7 +87,7 @@ policy_allowed_summary(const struct config *c, const struct session *s)
 		}
 		shown = 0;
 		for (j = 0; j < t->nrules && shown < 12; j++) {
-			if (!t->rules[j].allow)
+			if (!t->rules[j].allow && !t->rules[j].ask)
 				continue;
 			summary_add(buf, &len, shown++ ? ", " : "");
 			summary_add(buf, &len, t->name);
@@ -96,6 +96,8 @@ policy_allowed_summary(const struct config *c, const struct session *s)
 				summary_add(buf, &len, strcmp(t->rules[j].argv[k], "**") == 0 ?
 				    "[ARGS]" : t->rules[j].argv[k]);
 			}
+			if (t->rules[j].ask)
+				summary_add(buf, &len, " (after the operator approves)");
 		}
 		if (shown == 0) {
 			summary_add(buf, &len, t->name);
@@ -236,6 +238,14 @@ policy_check(const struct config *c, const struct session *s, const struct tool 
 			res->rule = xstrdup(r->where);
 			res->reason = xstrdup("allowed by rule");
 			return 1;
+		}
+		if (r->ask) {
+			res->ask = 1;
+			res->ask_timeout = r->timeout;
+			res->rule = xstrdup(r->where);
+			res->reason = xstrdup(r->reason != NULL ? r->reason :
+			    "the rule asks the operator");
+			return 0;
 		}
 		return policy_deny(c, s, t, argv, argc, r->where,
 		    r->reason != NULL ? r->reason : "denied by rule", res);
