@@ -66,6 +66,8 @@ void	policy_ctx_free(struct policy_ctx *);
 int	policy_rule_matches(char *const *pat, size_t npat, char *const *argv, size_t argc);
 /* What the session may run, one short line ("gh pr list ..., gh issue ..."). */
 char	*policy_allowed_summary(const struct config *, const struct session *);
+/* What one tool of the session allows, one line (git: the remote helper's leg). */
+char	*policy_tool_summary(const struct config *, const char *tool);
 void	policy_result_free(struct policy_result *);
 
 #endif
