@@ -730,7 +730,8 @@ parse_git_list(struct loader *l, json_t *obj, const char *key, int (*ok)(const c
 		if ((*v)[i][0] == '\0' || strchr((*v)[i], ',') != NULL ||
 		    (ok != NULL && !ok((*v)[i])))
 			return lerr(l, "git", "%s: \"%s\" is not a valid %s", key, (*v)[i],
-			    ok == config_git_tag_ok ? "tag name or pattern" : ok != NULL ?
+			    strcmp(key, "ask_branches") == 0 ? "branch name or pattern (without "
+			    "refs/heads/)" : ok == config_git_tag_ok ? "tag name or pattern" : ok != NULL ?
 			    "branch name (without refs/heads/)" : "path");
 	}
 	return 0;
@@ -775,7 +776,7 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 	    parse_git_list(l, obj, "protected_tags", config_git_tag_ok, &c->protected_tags,
 	    &c->nprotected_tags) != 0 ||
 	    parse_git_list(l, obj, "deny_paths", NULL, &c->deny_paths, &c->ndeny_paths) != 0 ||
-	    parse_git_list(l, obj, "ask_branches", config_git_branch_ok, &c->ask_branches,
+	    parse_git_list(l, obj, "ask_branches", config_git_tag_ok, &c->ask_branches,
 	    &c->nask_branches) != 0)
 		return -1;
 	hosts = json_object_get(obj, "hosts");
