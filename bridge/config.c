@@ -730,8 +730,7 @@ parse_git_list(struct loader *l, json_t *obj, const char *key, int (*ok)(const c
 		if ((*v)[i][0] == '\0' || strchr((*v)[i], ',') != NULL ||
 		    (ok != NULL && !ok((*v)[i])))
 			return lerr(l, "git", "%s: \"%s\" is not a valid %s", key, (*v)[i],
-			    strcmp(key, "ask_branches") == 0 ? "branch name or pattern (without "
-			    "refs/heads/)" : ok == config_git_tag_ok ? "tag name or pattern" : ok != NULL ?
+			    ok == config_git_tag_ok ? "tag name or pattern" : ok != NULL ?
 			    "branch name (without refs/heads/)" : "path");
 	}
 	return 0;
@@ -743,7 +742,7 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 {
 	static const char *const keys[] = { "path", "helper", "hosts", "protected_branches",
 	    "ff_only_branches", "no_push_branches", "protected_tags", "deny_paths", "timeout",
-	    "ask_branches", NULL };
+	    NULL };
 	static const char *const hkeys[] = { "upstream", "secret", "username", "ca_file", NULL };
 	json_t *hosts, *h;
 	const char *k, *ffkey = "ff_only_branches";
@@ -775,9 +774,7 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 	    &c->no_push_branches, &c->nno_push_branches) != 0 ||
 	    parse_git_list(l, obj, "protected_tags", config_git_tag_ok, &c->protected_tags,
 	    &c->nprotected_tags) != 0 ||
-	    parse_git_list(l, obj, "deny_paths", NULL, &c->deny_paths, &c->ndeny_paths) != 0 ||
-	    parse_git_list(l, obj, "ask_branches", config_git_tag_ok, &c->ask_branches,
-	    &c->nask_branches) != 0)
+	    parse_git_list(l, obj, "deny_paths", NULL, &c->deny_paths, &c->ndeny_paths) != 0)
 		return -1;
 	hosts = json_object_get(obj, "hosts");
 	if (hosts == NULL)
@@ -1435,7 +1432,6 @@ config_unref(struct config *c)
 	free_strv(c->no_push_branches, c->nno_push_branches);
 	free_strv(c->protected_tags, c->nprotected_tags);
 	free_strv(c->deny_paths, c->ndeny_paths);
-	free_strv(c->ask_branches, c->nask_branches);
 	if (c->approval.command != NULL) {
 		size_t n;
 

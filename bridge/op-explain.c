@@ -3,7 +3,6 @@
  * without running anything: the verdict, the deciding rule, the environment
  * variable names and secrets (by name) the tool would get, and its jail.
  */
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,17 +190,16 @@ out:
 	return o;
 }
 
-/* Explain a git network call: "git push URL [BRANCH...]" or "git fetch URL". */
+/* Explain a git network call: "git push URL" or "git fetch URL". */
 static json_t *
 op_explain_git(struct conn *c, const struct session *s, json_t *jargv)
 {
-	json_t *o = json_object(), *req, *env, *binds, *ask = json_array();
+	json_t *o = json_object(), *req, *env, *binds;
 	const char *verb = json_string_value(json_array_get(jargv, 0));
 	const char *url = json_string_value(json_array_get(jargv, 1));
 	char *msg = NULL, *cause = NULL;
 	struct gitop g;
 	int push;
-	size_t i, j;
 
 	if (verb == NULL || url == NULL) {
 		json_object_set_new(o, "verdict", json_string("deny"));
@@ -219,29 +217,11 @@ op_explain_git(struct conn *c, const struct session *s, json_t *jargv)
 			json_object_set_new(o, "message", json_string(msg));
 		goto out;
 	}
-	for (i = 2; push && i < json_array_size(jargv); i++) {
-		const char *b = json_string_value(json_array_get(jargv, i));
-
-		if (strncmp(b, "refs/heads/", 11) == 0)
-			b += 11;
-		for (j = 0; j < c->cfg->nask_branches; j++) {
-			if (fnmatch(c->cfg->ask_branches[j], b, 0) == 0) {
-				op_explain_add(ask, b);
-				break;
-			}
-		}
-	}
-	json_object_set_new(o, "verdict", json_string(json_array_size(ask) > 0 ? "ask" :
-	    "allow"));
-	json_object_set_new(o, "rule", json_string(json_array_size(ask) > 0 ?
-	    "git.ask_branches" : g.rule));
+	json_object_set_new(o, "verdict", json_string("allow"));
+	json_object_set_new(o, "rule", json_string(g.rule));
 	json_object_set_new(o, "reason", json_string(push ? "the repository is allowed; "
 	    "the push is checked ref by ref (git.no_push_branches, ff_only_branches, "
 	    "protected_tags, deny_paths) when it arrives" : "the repository is allowed"));
-	if (json_array_size(ask) > 0) {
-		json_object_set(o, "ask_branches", ask);
-		json_object_set_new(o, "ask_timeout", json_integer(c->cfg->approval.timeout));
-	}
 	json_object_set_new(o, "upstream", json_string(g.upstream));
 	json_object_set_new(o, "mirror", json_string(g.mirror));
 	env = json_array();
@@ -258,8 +238,9 @@ op_explain_git(struct conn *c, const struct session *s, json_t *jargv)
 	op_explain_add(env, GITC_ENV_DENY_PATHS);
 	json_object_set_new(o, "env", env);
 	json_object_set_new(o, "secrets", json_pack("[{s:s, s:s}]", "secret", g.secret_name,
-	    "delivery", "never to git: the bridge's injector in the child's network "
-	    "namespace adds it upstream"));
+	    "delivery", c->srv->jail_root != NULL ? "never to git: the bridge's injector in "
+	    "the child's network namespace adds it upstream" : "to shimbridge-git's own "
+	    "credential helper (unjailed daemon: --no-jail)"));
 	json_object_set_new(o, "timeout", json_integer(c->cfg->git_timeout));
 	binds = json_array();
 	op_explain_bind(binds, "(a fresh per-call directory under the state dir)",
@@ -271,7 +252,6 @@ op_explain_git(struct conn *c, const struct session *s, json_t *jargv)
 out:
 	gitop_clear(&g);
 	json_decref(req);
-	json_decref(ask);
 	free(msg);
 	free(cause);
 	return o;

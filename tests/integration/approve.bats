@@ -26,7 +26,6 @@ appr_config() {
            "rules": [{"allow": ["pr", "list", "**"]}, {"ask": ["pr", "merge", "**"]}]}
   },
   "git": {"path": "/usr/bin/git", "helper": "$SB_BUILD/shimbridge-git",
-          "ask_branches": ["release/*"],
           "hosts": {"github.com": {"upstream": "https://github.com", "secret": "tok"}}}
 }
 EOF
@@ -336,9 +335,11 @@ assert "GH_CONFIG_DIR" in o["env"] and "GH_TOKEN" in o["env"], o
 assert o["secrets"][0]["secret"] == "tok" and "placeholder" in o["secrets"][0]["delivery"], o
 assert set(o["jail"]["namespaces"]) >= {"pid", "mount", "ipc", "uts"}, o
 assert sys.argv[2] not in sys.argv[1]' "$output" "$SECRET"
-	run -0 adm explain --session alice -- git push https://github.com/octo/repo release/2.0
-	[[ $output == *"verdict:  ask"* ]]
-	[[ $output == *"rule:     git.ask_branches"* ]]
+	run -0 adm explain --session alice -- git push https://github.com/octo/repo
+	[[ $output == *"verdict:  allow"* ]]
+	[[ $output == *"rule:     git.hosts.github.com/sessions.alice.repos"* ]]
+	[[ $output == *"upstream: https://github.com/octo/repo.git"* ]]
+	[[ $output == *"network loopback only, reaching the bridge's injector"* ]]
 	run -0 adm explain --session alice -- git push https://github.com/other/repo main
 	[[ $output == *"verdict:  deny"* ]]
 	run -2 adm explain --session nosuch -- deploy -c true
@@ -351,7 +352,7 @@ assert sys.argv[2] not in sys.argv[1]' "$output" "$SECRET"
 	[[ $output == *"Session alice."* ]]
 	[[ $output == *"deploy -c echo free*, deploy -c [ARGS] (after the operator approves)"* ]]
 	[[ $output == *"gh pr merge [ARGS] (after the operator approves)"* ]]
-	[[ $output == *"a push to release/* waits for the operator's approval"* ]]
+	[[ $output == *"git    git (push/fetch of allowed repositories)"* ]]
 	[[ $output == *"Repositories: octo/repo"* ]]
 	[[ $output == *"shimbridge: refused: WHAT: WHY; WHAT TO DO INSTEAD"* ]]
 	[[ $output != *"$SECRET"* ]]
