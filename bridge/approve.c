@@ -67,9 +67,14 @@ approve_add(struct approve *a, const char *session, const char *command, const c
     const char *rule, time_t now, int timeout, void *owner)
 {
 	struct approve_entry *e;
+	size_t mine = 0;
 
 	if (a->npending >= APPROVE_PENDING_MAX)
 		return NULL;
+	TAILQ_FOREACH(e, &a->pending, entry) {
+		if (strcmp(e->session, session) == 0 && ++mine >= APPROVE_SESSION_MAX)
+			return NULL;	/* one session must not fill the table for the others */
+	}
 	e = xcalloc(1, sizeof *e);
 	e->id = ++a->next_id;
 	e->session = xstrdup(session);

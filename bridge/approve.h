@@ -14,6 +14,7 @@
 #include <time.h>
 
 #define APPROVE_PENDING_MAX	256	/* calls waiting at once, every session */
+#define APPROVE_SESSION_MAX	16	/* calls of one session waiting at once */
 #define APPROVE_GRANTS_MAX	1024	/* live "--for" approvals */
 #define APPROVE_FOR_MAX		(7 * 86400)	/* longest --for: a week */
 #define APPROVE_COMMAND_MAX	300	/* bytes of the one-line command shown */
@@ -38,7 +39,7 @@ struct approve	*approve_new(void);
 void		 approve_free(struct approve *);
 /*
  * Add a waiting call (strings copied; command cut to APPROVE_COMMAND_MAX). NULL when
- * APPROVE_PENDING_MAX calls already wait.
+ * APPROVE_PENDING_MAX calls, or APPROVE_SESSION_MAX of that session, already wait.
  */
 struct approve_entry *approve_add(struct approve *, const char *session,
 		    const char *command, const char *key, const char *rule, time_t now,

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "pending.h"
 #include "proto.h"
+#include "redact.h"
 #include "server.h"
 #include "spawn.h"
 #include "util.h"
@@ -330,7 +331,7 @@ pending_ask(struct conn *c, const struct pending_ask *ask)
 	struct pending *p;
 	time_t now = time(NULL);
 	int timeout = ask->timeout > 0 ? ask->timeout : c->cfg->approval.timeout;
-	char *line;
+	char *line, *red;
 	json_t *a;
 
 	if (approve_granted(srv->approve, c->session->name, ask->key, now)) {
@@ -349,9 +350,10 @@ pending_ask(struct conn *c, const struct pending_ask *ask)
 	p->e = approve_add(srv->approve, c->session->name, ask->command, ask->key, ask->rule,
 	    now, timeout, p);
 	if (p->e == NULL) {
-		xasprintf(&line, "shimbridge: refused: %s: %d requests already wait for "
-		    "approval, the bridge's limit; wait for some to be decided and run it "
-		    "again", ask->command, APPROVE_PENDING_MAX);
+		xasprintf(&line, "shimbridge: refused: %s: too many requests already wait "
+		    "for approval (%d of this session, or %d in all, is the bridge's limit); "
+		    "wait for some to be decided and run it again", ask->command,
+		    APPROVE_SESSION_MAX, APPROVE_PENDING_MAX);
 		conn_deny(c, ERR_BUSY, "too many requests wait for approval", line);
 		free(line);
 		ask->free(ask->arg);
@@ -364,7 +366,10 @@ pending_ask(struct conn *c, const struct pending_ask *ask)
 	audit_write(a, conn_redact(c));
 	xasprintf(&line, "shimbridge: waiting for the operator to approve request %llu: %s\n",
 	    (unsigned long long)p->e->id, p->e->command);
-	conn_send(c, FRAME_STDERR, line, strlen(line));
+	red = redact_string(conn_redact(c), line);	/* the agent's own words, but still */
+	if (red != NULL)
+		conn_send(c, FRAME_STDERR, red, strlen(red));
+	free(red);
 	free(line);
 	conn_pending(c, timeout, pending_expired, pending_cancel, pending_abandon, p);
 	if (c->cfg->approval.command != NULL)

@@ -56,12 +56,22 @@ test_table_full(void **state)
 	struct approve *a = approve_new();
 	size_t i;
 
+	char name[32];
+
 	(void)state;
-	for (i = 0; i < APPROVE_PENDING_MAX; i++)
+	/* One session: APPROVE_SESSION_MAX at most; another session still may wait. */
+	for (i = 0; i < APPROVE_SESSION_MAX; i++)
 		assert_non_null(approve_add(a, "s", "c", "k", "r", 1, 1, NULL));
 	assert_null(approve_add(a, "s", "c", "k", "r", 1, 1, NULL));
+	assert_non_null(approve_add(a, "t", "c", "k", "r", 1, 1, NULL));
 	approve_remove(a, approve_first(a));
 	assert_non_null(approve_add(a, "s", "c", "k", "r", 1, 1, NULL));
+	/* Every session: APPROVE_PENDING_MAX at most. */
+	for (i = 0; approve_count(a) < APPROVE_PENDING_MAX; i++) {
+		snprintf(name, sizeof name, "u%zu", i / (APPROVE_SESSION_MAX - 1));
+		assert_non_null(approve_add(a, name, "c", "k", "r", 1, 1, NULL));
+	}
+	assert_null(approve_add(a, "fresh", "c", "k", "r", 1, 1, NULL));
 	approve_free(a);
 }
 
