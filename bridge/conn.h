@@ -38,7 +38,7 @@ struct session;
 enum conn_state {
 	CONN_HELLO,	/* accepted; waiting for the client's HELLO */
 	CONN_REQUEST,	/* HELLO answered; waiting for the REQUEST */
-	CONN_PENDING,	/* an "ask" rule matched: waiting for approval (op-approve.c) */
+	CONN_PENDING,	/* an "ask" rule matched: waiting for approval (pending.c) */
 	CONN_FILES,	/* allowed; fetching its file arguments from the peer (FILE_REQ) */
 	CONN_RUNNING,	/* child started; relaying stdio until reaped and drained */
 	CONN_CLOSING,	/* final frame queued; close once written (or timed out) */
@@ -174,7 +174,7 @@ void		 conn_fetch_files(struct conn *, struct filereq *,
 		    void (*done)(struct conn *, void *, char *const *),
 		    void (*abandon)(void *), void *arg);
 /*
- * Hold a request until it is decided (CONN_PENDING, bridge/op-approve.c). Stdin,
+ * Hold a request until it is decided (CONN_PENDING, bridge/pending.c). Stdin,
  * WINSIZE and signals that arrive are held as in CONN_FILES, except that an INT,
  * TERM or HUP from the peer (the agent pressed Ctrl-C) runs cancel(c, arg). After
  * timeout seconds expired(c, arg) runs. Whoever decides calls conn_pending_resume.

@@ -13,7 +13,7 @@
 #include "conn.h"
 #include "ghinject.h"
 #include "gitcontract.h"
-#include "gitop.h"
+#include "profile-git.h"
 #include "jail.h"
 #include "log.h"
 #include "ops.h"
@@ -198,7 +198,7 @@ op_explain_git(struct conn *c, const struct session *s, json_t *jargv)
 	const char *verb = json_string_value(json_array_get(jargv, 0));
 	const char *url = json_string_value(json_array_get(jargv, 1));
 	char *msg = NULL, *cause = NULL;
-	struct gitop g;
+	struct profile_git_req g;
 	int push;
 
 	if (verb == NULL || url == NULL) {
@@ -210,7 +210,7 @@ op_explain_git(struct conn *c, const struct session *s, json_t *jargv)
 	push = strcmp(verb, "push") == 0;
 	req = json_pack("{s:s, s:s, s:s}", "op", "git", "service", push ? "git-receive-pack" :
 	    "git-upload-pack", "url", url);
-	if (gitop_prepare(c->cfg, s, req, &g, &msg, &cause) != 0) {
+	if (profile_git_prepare(c->cfg, s, req, &g, &msg, &cause) != 0) {
 		json_object_set_new(o, "verdict", json_string("deny"));
 		json_object_set_new(o, "reason", json_string(cause));
 		if (msg != NULL)
@@ -250,7 +250,7 @@ op_explain_git(struct conn *c, const struct session *s, json_t *jargv)
 	op_explain_bind(binds, c->cfg->git_path, "host git", 0);
 	json_object_set_new(o, "jail", op_explain_jail(c, s, 2, binds));
 out:
-	gitop_clear(&g);
+	profile_git_clear(&g);
 	json_decref(req);
 	free(msg);
 	free(cause);
