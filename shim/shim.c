@@ -1,6 +1,6 @@
 /*
- * shim: the sandbox-side client. Installed under tool names (gh, ...) and as the
- * git remote helper git-remote-shimbridge; forwards argv, cwd, a small env
+ * shim: the sandbox-side client. Installed under tool names (gh, ...), as the
+ * git remote helper git-remote-shimbridge and as shimbridge (`shimbridge list`); forwards argv, cwd, a small env
  * allowlist and stdio to the bridge and exits as the remote child did.
  * Static (musl), no third-party libraries, no fds passed.
  */
@@ -778,8 +778,9 @@ shim_usage(FILE *f)
 	    "usage: shimbridge-shim TOOL [ARG...]\n"
 	    "       shimbridge-shim --help | --version\n"
 	    "\n"
-	    "Installed in a sandbox's PATH as links named after tools (gh, ...) and as\n"
-	    "the git remote helper git-remote-shimbridge. Each invocation forwards its\n"
+	    "Installed in a sandbox's PATH as links named after tools (gh, ...), as the\n"
+	    "git remote helper git-remote-shimbridge, and as shimbridge (shimbridge list:\n"
+	    "what this session may run). Each tool invocation forwards its\n"
 	    "arguments, working directory, a few environment variables (TERM, LANG,\n"
 	    "LC_*, NO_COLOR, COLUMNS, ...) and stdio to the shimbridge bridge, which runs\n"
 	    "the real tool on the host, and exits with the tool's status.\n"
