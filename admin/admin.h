@@ -107,6 +107,13 @@ int	 adm_valid_repo(const char *);
 const char *adm_default_shim_dir(void);
 
 /* ctl.c: talking to the running daemon. */
+/*
+ * Send one request (a JSON object) to the daemon as root and collect its stdout
+ * (*text, malloc'd) and exit code within timeout seconds of silence. 0, or -1 and
+ * *cause (daemon down, impostor socket, ERROR frame).
+ */
+int	 ctl_call(const char *socket, const char *request, int timeout, char **text,
+	    int *code, char **cause);
 /* Ask the daemon for its status (root only). 0 and *out, or -1 and *cause. */
 int	 ctl_status(const char *socket, json_t **out, char **cause);
 /* SIGHUP the daemon and wait for its verdict; prints what happened. ADM_* code. */
@@ -114,6 +121,8 @@ int	 ctl_reload(const struct admin *, int quiet_if_down);
 int	 ctl_cmd_status(struct admin *, int argc, char **argv);
 int	 ctl_cmd_reload(struct admin *, int argc, char **argv);
 
+/* approval.c: pending, approve, deny, explain (-1: not one of them). */
+int	 approval_cmd(struct admin *, int argc, char **argv);
 /* secrets.c */
 int	 secrets_cmd(struct admin *, int argc, char **argv);
 /* sessions.c */

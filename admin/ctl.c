@@ -92,22 +92,26 @@ ctl_payload_str(const char *buf, size_t len, const char *key)
 	return s;
 }
 
-/* Connect, say HELLO, ask for {"op":"status"}, and collect the JSON line it prints. */
+/*
+ * Connect, say HELLO, send one root-only request and collect what it prints on
+ * stdout and its exit code (see admin.h).
+ */
 int
-ctl_status(const char *socket_path, json_t **out, char **cause)
+ctl_call(const char *socket_path, const char *request, int timeout, char **text_out,
+    int *code, char **cause)
 {
-	struct timeval tv = { CTL_IO_TIMEOUT, 0 };
+	struct timeval tv = { timeout, 0 };
 	struct sockaddr_un sun;
 	unsigned char hdr[FRAME_HDR];
 	char *text = NULL, *buf = NULL, hello[128];
 	size_t tlen = 0;
-	json_error_t je;
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
 	int fd = -1, rc = -1, done = 0;
 
-	*out = NULL;
+	*text_out = NULL;
+	*code = -1;
 	memset(&sun, 0, sizeof sun);
 	sun.sun_family = AF_UNIX;
 	if (strcpy_checked(sun.sun_path, sizeof sun.sun_path, socket_path) != 0) {
@@ -133,7 +137,7 @@ ctl_status(const char *socket_path, json_t **out, char **cause)
 	snprintf(hello, sizeof hello, "{\"proto\":%d,\"client\":\"shimbridge %s\"}",
 	    PROTO_VERSION, SHIMBRIDGE_VERSION);
 	if (ctl_send(fd, FRAME_HELLO, hello) != 0 ||
-	    ctl_send(fd, FRAME_REQUEST, "{\"op\":\"status\"}") != 0) {
+	    ctl_send(fd, FRAME_REQUEST, request) != 0) {
 		xasprintf(cause, "cannot talk to shimbridged at %s: %s", socket_path,
 		    strerror(errno));
 		goto out;
@@ -165,7 +169,7 @@ ctl_status(const char *socket_path, json_t **out, char **cause)
 			break;
 		case FRAME_STDOUT:
 			if (tlen + len > CTL_STATUS_MAX) {
-				xasprintf(cause, "status reply from shimbridged is too large");
+				xasprintf(cause, "the reply from shimbridged is too large");
 				goto out;
 			}
 			text = xreallocarray(text, tlen + len + 1, 1);
@@ -178,26 +182,27 @@ ctl_status(const char *socket_path, json_t **out, char **cause)
 		case FRAME_ERROR: {
 			char *msg = ctl_payload_str(buf, len, "message");
 
-			xasprintf(cause, "shimbridged refused the status request: %s",
+			xasprintf(cause, "shimbridged refused the request: %s",
 			    msg != NULL ? msg : "no reason given");
 			free(msg);
 			goto out;
 		}
-		case FRAME_EXIT:
+		case FRAME_EXIT: {
+			json_t *ej = json_loadb(buf, len, 0, NULL);
+
+			*code = json_is_integer(json_object_get(ej, "code")) ?
+			    (int)json_integer_value(json_object_get(ej, "code")) : 1;
+			json_decref(ej);
 			done = 1;
 			break;
+		}
 		default:
 			xasprintf(cause, "unexpected frame 0x%02x from shimbridged", type);
 			goto out;
 		}
 	}
-	if (text == NULL || (*out = json_loadb(text, tlen, 0, &je)) == NULL ||
-	    !json_is_object(*out)) {
-		json_decref(*out);
-		*out = NULL;
-		xasprintf(cause, "shimbridged sent an unreadable status");
-		goto out;
-	}
+	*text_out = text != NULL ? text : xstrdup("");
+	text = NULL;
 	rc = 0;
 out:
 	if (fd >= 0)
@@ -205,6 +210,28 @@ out:
 	free(buf);
 	free(text);
 	return rc;
+}
+
+/* Ask the daemon for its status (root only). */
+int
+ctl_status(const char *socket_path, json_t **out, char **cause)
+{
+	char *text = NULL;
+	int code;
+
+	*out = NULL;
+	if (ctl_call(socket_path, "{\"op\":\"status\"}", CTL_IO_TIMEOUT, &text, &code,
+	    cause) != 0)
+		return -1;
+	if ((*out = json_loads(text, 0, NULL)) == NULL || !json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		free(text);
+		xasprintf(cause, "shimbridged sent an unreadable status");
+		return -1;
+	}
+	free(text);
+	return 0;
 }
 
 /* A string member or "". */

@@ -57,6 +57,16 @@ usage(FILE *f)
 	    "                             git mirrors with size and last change\n"
 	    "  mirror prune [--session S] [--older-than DAYS]\n"
 	    "                             delete mirrors (they are caches)\n"
+	    "  pending [--json]           requests waiting for approval (\"ask\" rules): id,\n"
+	    "                             session, age, command, rule\n"
+	    "  approve ID [--for DURATION]\n"
+	    "                             let request ID run; --for 10m also approves identical\n"
+	    "                             calls of that session for that long (s, m, h, d)\n"
+	    "  deny ID [--why TEXT]       refuse request ID; the agent sees TEXT\n"
+	    "  explain --session S [--cwd DIR] [--remote-url URL] [--branch B] [--json]\n"
+	    "          -- TOOL [ARG...]   what the policy would do with that call: verdict,\n"
+	    "                             rule, environment names, secrets by name, jail.\n"
+	    "                             Nothing runs. TOOL git: git push|fetch URL\n"
 	    "\n"
 	    "Options (before or after the command):\n"
 	    "  -c, --config PATH  main config file (default " ADM_CONFIG ")\n"
@@ -74,8 +84,8 @@ usage(FILE *f)
 	    "\n"
 	    "Exit codes: 0 ok; 1 failure (system error, daemon not running, reload\n"
 	    "rejected, permission denied); 2 not found or invalid (unknown session or\n"
-	    "secret, invalid config, check found problems); 64 usage. session exec exits\n"
-	    "with the command's status.\n");
+	    "secret, invalid config, check found problems, no such pending request);\n"
+	    "64 usage. session exec exits with the command's status.\n");
 }
 
 int
@@ -144,6 +154,9 @@ main(int argc, char **argv)
 		rc = sessions_cmd(&a, argc, argv);
 	else if (strcmp(cmd, "mirror") == 0 || strcmp(cmd, "mirrors") == 0)
 		rc = mirrors_cmd(&a, argc, argv);
+	else if (strcmp(cmd, "pending") == 0 || strcmp(cmd, "approve") == 0 ||
+	    strcmp(cmd, "deny") == 0 || strcmp(cmd, "explain") == 0)
+		rc = approval_cmd(&a, argc, argv);
 	else
 		rc = -1;
 	adm_free(&a);

@@ -283,22 +283,30 @@ config_parse(struct loader *l, const char *text, size_t len)
 	return root;
 }
 
-/* Parse one argv rule: {"allow": [...]} or {"deny": [...]}, optional "reason". */
+/*
+ * Parse one argv rule: {"allow": [...]}, {"deny": [...]} or {"ask": [...]}, optional
+ * "reason"; an ask rule may give its own "timeout" in seconds.
+ */
 static int
 parse_rule(struct loader *l, json_t *obj, const char *where, struct rule *r)
 {
-	static const char *const keys[] = { "allow", "deny", "reason", NULL };
+	static const char *const keys[] = { "allow", "deny", "ask", "reason", "timeout", NULL };
 	json_t *allow = json_object_get(obj, "allow"), *deny = json_object_get(obj, "deny");
+	json_t *ask = json_object_get(obj, "ask");
+	const char *key;
+	long long v = 0;
 	size_t i;
 
 	if (!json_is_object(obj))
 		return lerr(l, where, "a rule must be an object");
 	if (check_keys(l, obj, where, keys) != 0)
 		return -1;
-	if ((allow == NULL) == (deny == NULL))
-		return lerr(l, where, "a rule has exactly one of \"allow\" or \"deny\"");
+	if ((allow != NULL) + (deny != NULL) + (ask != NULL) != 1)
+		return lerr(l, where, "a rule has exactly one of \"allow\", \"deny\" or \"ask\"");
 	r->allow = allow != NULL;
-	if (get_strv(l, obj, where, r->allow ? "allow" : "deny", 64, &r->argv, &r->nargv) != 0)
+	r->ask = ask != NULL;
+	key = r->allow ? "allow" : r->ask ? "ask" : "deny";
+	if (get_strv(l, obj, where, key, 64, &r->argv, &r->nargv) != 0)
 		return -1;
 	for (i = 0; i < r->nargv; i++) {
 		if (strcmp(r->argv[i], "**") == 0 && i != r->nargv - 1)
@@ -306,6 +314,11 @@ parse_rule(struct loader *l, json_t *obj, const char *where, struct rule *r)
 	}
 	if (get_str(l, obj, where, "reason", &r->reason) != 0)
 		return -1;
+	if (json_object_get(obj, "timeout") != NULL && !r->ask)
+		return lerr(l, where, "\"timeout\" belongs to \"ask\" rules only");
+	if (get_int(l, obj, where, "timeout", 1, 86400, &v) != 0)
+		return -1;
+	r->timeout = (int)v;
 	r->where = xstrdup(where);
 	return 0;
 }
@@ -794,12 +807,60 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 	return 0;
 }
 
+/*
+ * Parse "approval": {"timeout", "command": [argv], "user", "command_timeout"}. The
+ * approver runs as a dedicated user: never root, the overflow uid, a session user
+ * or a runner (checked in config_crosscheck, once sessions are known).
+ */
+static int
+parse_approval(struct loader *l, json_t *obj, struct config *c)
+{
+	static const char *const keys[] = { "timeout", "command", "user", "command_timeout",
+	    NULL };
+	struct stat st;
+	long long v;
+
+	if (obj == NULL)
+		return 0;
+	if (!json_is_object(obj) || check_keys(l, obj, "approval", keys) != 0)
+		return lerr(l, "approval", "expected an object");
+	v = c->approval.timeout;
+	if (get_int(l, obj, "approval", "timeout", 1, 86400, &v) != 0)
+		return -1;
+	c->approval.timeout = (int)v;
+	v = c->approval.command_timeout;
+	if (get_int(l, obj, "approval", "command_timeout", 1, 86400, &v) != 0)
+		return -1;
+	c->approval.command_timeout = (int)v;
+	{
+		size_t n = 0;
+
+		if (get_strv(l, obj, "approval", "command", 64, &c->approval.command, &n) != 0)
+			return -1;
+		if (c->approval.command != NULL && n == 0)
+			return lerr(l, "approval.command", "expected the program's absolute path "
+			    "and its arguments");
+	}
+	if (get_str(l, obj, "approval", "user", &c->approval.user) != 0)
+		return -1;
+	if ((c->approval.command == NULL) != (c->approval.user == NULL))
+		return lerr(l, "approval", "\"command\" and \"user\" go together: the "
+		    "approver command runs as that dedicated user");
+	if (c->approval.command != NULL && (c->approval.command[0][0] != '/' ||
+	    stat(c->approval.command[0], &st) != 0 || !S_ISREG(st.st_mode) ||
+	    !(st.st_mode & 0111)))
+		return lerr(l, "approval.command", "%s must be an absolute path to an "
+		    "executable file", c->approval.command[0]);
+	return 0;
+}
+
 /* Parse the main file's top level. */
 static int
 parse_main(struct loader *l, json_t *root, struct config *c)
 {
 	static const char *const keys[] = { "socket", "runner", "audit_log", "state_dir",
-	    "sessions_dir", "limits", "secrets", "tools", "sessions", "git", "store", "audit", NULL };
+	    "sessions_dir", "limits", "secrets", "tools", "sessions", "git", "store", "audit",
+	    "approval", NULL };
 	static const char *const akeys[] = { "syslog", NULL };
 	static const char *const stkeys[] = { "path", "key", "key_credential", NULL };
 	static const char *const skeys[] = { "path", "group", "mode", NULL };
@@ -890,7 +951,8 @@ parse_main(struct loader *l, json_t *root, struct config *c)
 				return -1;
 		}
 	}
-	if (parse_git(l, json_object_get(root, "git"), c) != 0)
+	if (parse_git(l, json_object_get(root, "git"), c) != 0 ||
+	    parse_approval(l, json_object_get(root, "approval"), c) != 0)
 		return -1;
 	sessions = json_object_get(root, "sessions");
 	if (sessions != NULL) {
@@ -1077,6 +1139,35 @@ config_warn_shared_runner(struct config *c)
 	free(names);
 }
 
+/*
+ * The approver command's user: it exists and is a user of its own, never root, the
+ * overflow uid, the global runner, a session user or a session's runner.
+ */
+static int
+config_approver_user(struct loader *l, struct config *c)
+{
+	struct passwd *pw;
+	size_t i;
+
+	if (c->approval.user == NULL)
+		return 0;
+	if ((pw = getpwnam(c->approval.user)) == NULL)
+		return lerr(l, "approval.user", "user %s does not exist", c->approval.user);
+	c->approval.uid = pw->pw_uid;
+	c->approval.gid = pw->pw_gid;
+	if (pw->pw_uid == 0 || pw->pw_gid == 0 || pw->pw_uid == OVERFLOW_UID ||
+	    pw->pw_uid == c->runner_uid)
+		return lerr(l, "approval.user", "%s must be a dedicated user: not root, "
+		    "group root, the overflow uid or the runner", c->approval.user);
+	for (i = 0; i < c->nsessions; i++) {
+		if (pw->pw_uid == c->sessions[i].uid || pw->pw_uid == c->sessions[i].runner_uid)
+			return lerr(l, "approval.user", "%s is a user of session %s; the "
+			    "approver must be a dedicated user", c->approval.user,
+			    c->sessions[i].name);
+	}
+	return 0;
+}
+
 /* Checks across sections: users, references, uniqueness. */
 static int
 config_crosscheck(struct loader *l, struct config *c)
@@ -1171,7 +1262,7 @@ config_crosscheck(struct loader *l, struct config *c)
 	}
 	config_warn_shared_runner(c);
 	l->file = c->path;
-	return 0;
+	return config_approver_user(l, c);
 }
 
 /* Load, validate and (unless no_secrets) fill in secret values. */
@@ -1205,6 +1296,8 @@ config_load(const char *path, int no_secrets, char **cause)
 	c->handshake_timeout = 10;
 	c->kill_grace = 2;
 	c->git_timeout = 600;
+	c->approval.timeout = 300;
+	c->approval.command_timeout = 60;
 	c->store_path = xstrdup("/etc/shimbridge/secrets.store");
 	c->store_key = xstrdup("/etc/shimbridge/store.key");
 	c->protected_branches = xcalloc(3, sizeof *c->protected_branches);
@@ -1339,6 +1432,14 @@ config_unref(struct config *c)
 	free_strv(c->no_push_branches, c->nno_push_branches);
 	free_strv(c->protected_tags, c->nprotected_tags);
 	free_strv(c->deny_paths, c->ndeny_paths);
+	if (c->approval.command != NULL) {
+		size_t n;
+
+		for (n = 0; c->approval.command[n] != NULL; n++)
+			;
+		free_strv(c->approval.command, n);
+	}
+	free(c->approval.user);
 	free_strv(c->warnings, c->nwarnings);
 	free(c->store_path);
 	free(c->store_key);

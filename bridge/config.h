@@ -24,7 +24,9 @@ enum tool_network {
 };
 
 struct rule {
-	int		  allow;	/* 1 allow, 0 deny */
+	int		  allow;	/* 1 allow, 0 deny or ask */
+	int		  ask;		/* 1: allowed once the operator approves ("ask") */
+	int		  timeout;	/* ask: seconds to wait for a decision; 0: approval.timeout */
 	char		**argv;		/* fnmatch patterns; "**" (last only) = any rest */
 	size_t		  nargv;
 	char		 *reason;	/* shown to the agent when this rule denies */
@@ -70,6 +72,19 @@ struct tool {
 };
 
 #define TOOL_EXPOSE_MAX	8
+
+/*
+ * "approval": how "ask" rules are decided (docs/CONFIG.md). Without a command only
+ * the operator decides (shimbridge approve/deny).
+ */
+struct approval {
+	int		  timeout;	/* seconds a call waits by default; no answer = deny */
+	char		**command;	/* approver argv (absolute path first), or NULL */
+	char		 *user;		/* the dedicated user it runs as */
+	uid_t		  uid;
+	gid_t		  gid;
+	int		  command_timeout;	/* seconds; past it = deny */
+};
 
 struct git_host {
 	char		*name;		/* host as the sandbox writes it: github.com */
@@ -140,6 +155,7 @@ struct config {
 	size_t		  nprotected_tags;
 	char		**deny_paths;
 	size_t		  ndeny_paths;
+	struct approval	  approval;
 	int		  git_timeout;
 	char		 *store_path;	/* encrypted secret store */
 	char		 *store_key;	/* its key file, or NULL with store_key_credential */

@@ -228,8 +228,8 @@ conn_rx_cb(evutil_socket_t fd, short what, void *arg)
 static const char *
 conn_state_name(enum conn_state s)
 {
-	static const char *names[] = { "hello", "request", "files", "running", "closing",
-	    "dead" };
+	static const char *names[] = { "hello", "request", "pending", "files", "running",
+	    "closing", "dead" };
 
 	return names[s];
 }
@@ -245,6 +245,10 @@ conn_set_state(struct conn *c, enum conn_state to)
 		ok = to == CONN_REQUEST || to == CONN_CLOSING || to == CONN_DEAD;
 		break;
 	case CONN_REQUEST:
+		ok = to == CONN_PENDING || to == CONN_FILES || to == CONN_RUNNING ||
+		    to == CONN_CLOSING || to == CONN_DEAD;
+		break;
+	case CONN_PENDING:
 		ok = to == CONN_FILES || to == CONN_RUNNING || to == CONN_CLOSING ||
 		    to == CONN_DEAD;
 		break;
@@ -436,6 +440,8 @@ conn_free(struct conn *c)
 		if (c->files_abandon != NULL)
 			c->files_abandon(c->files_arg);
 	}
+	if (c->pending_abandon != NULL)
+		c->pending_abandon(c->pending_arg);
 	if (c->early_in != NULL)
 		evbuffer_free(c->early_in);
 	if (c->ev_read != NULL)
@@ -675,8 +681,7 @@ conn_fetch_files(struct conn *c, struct filereq *fr,
 	c->files_done = done;
 	c->files_abandon = abandon;
 	c->files_arg = arg;
-	c->early_in = evbuffer_new();
-	if (c->early_in == NULL)
+	if (c->early_in == NULL && (c->early_in = evbuffer_new()) == NULL)
 		fatalx("evbuffer_new");
 	for (i = 0; i < filereq_count(fr); i++) {
 		const char *p = filereq_path(fr, i);
@@ -687,19 +692,12 @@ conn_fetch_files(struct conn *c, struct filereq *fr,
 	conn_timer(c, c->cfg->handshake_timeout);
 }
 
-/* Every file arrived: let the op start its child, then hand it what was held. */
+/* Hand the child what was held while the request waited, once it runs. */
 static void
-conn_files_finish(struct conn *c)
+conn_flush_early(struct conn *c)
 {
-	struct filereq *fr = c->files;
-	void *arg = c->files_arg;
 	size_t n;
 
-	evtimer_del(c->timer);
-	c->files = NULL;
-	c->files_arg = NULL;
-	c->files_done(c, arg, filereq_copies(fr));	/* arg transferred */
-	filereq_free(fr);
 	if (c->state == CONN_RUNNING && c->job != NULL) {
 		if ((n = evbuffer_get_length(c->early_in)) > 0)
 			job_stdin(c->job, c->early_in, n);
@@ -710,6 +708,54 @@ conn_files_finish(struct conn *c)
 	}
 	evbuffer_free(c->early_in);
 	c->early_in = NULL;
+}
+
+/* Every file arrived: let the op start its child, then hand it what was held. */
+static void
+conn_files_finish(struct conn *c)
+{
+	struct filereq *fr = c->files;
+	void *arg = c->files_arg;
+
+	evtimer_del(c->timer);
+	c->files = NULL;
+	c->files_arg = NULL;
+	c->files_done(c, arg, filereq_copies(fr));	/* arg transferred */
+	filereq_free(fr);
+	conn_flush_early(c);
+}
+
+/* Wait for a decision in CONN_PENDING (see conn.h). */
+void
+conn_pending(struct conn *c, int timeout, void (*expired)(struct conn *, void *),
+    void (*cancel)(struct conn *, void *), void (*abandon)(void *), void *arg)
+{
+	c->pending_expired = expired;
+	c->pending_cancel = cancel;
+	c->pending_abandon = abandon;
+	c->pending_arg = arg;
+	if (c->early_in == NULL && (c->early_in = evbuffer_new()) == NULL)
+		fatalx("evbuffer_new");
+	conn_set_state(c, CONN_PENDING);
+	conn_timer(c, timeout);
+}
+
+/* The wait is over: let go decide what happens next. */
+void
+conn_pending_resume(struct conn *c, void (*go)(struct conn *, void *), void *arg)
+{
+	if (c->state != CONN_PENDING)
+		fatalx("conn %llu: resumed while not pending", (unsigned long long)c->id);
+	evtimer_del(c->timer);
+	c->pending_expired = NULL;
+	c->pending_cancel = NULL;
+	c->pending_abandon = NULL;
+	c->pending_arg = NULL;
+	go(c, arg);	/* arg transferred */
+	if (c->state == CONN_FILES)
+		return;	/* held input stays held until the files arrived */
+	if (c->early_in != NULL)
+		conn_flush_early(c);
 }
 
 /* The signal a SIGNAL frame names, if a terminal could send it; else -1. */
@@ -733,7 +779,7 @@ conn_frame_signal(struct evbuffer *in, uint32_t len)
 	return sig;
 }
 
-/* A frame while file arguments arrive; -1 for a protocol error. */
+/* A frame while file arguments arrive or a decision is awaited; -1 for a protocol error. */
 static int
 conn_on_files_frame(struct conn *c, uint8_t type, struct evbuffer *in, uint32_t len)
 {
@@ -744,6 +790,8 @@ conn_on_files_frame(struct conn *c, uint8_t type, struct evbuffer *in, uint32_t 
 	switch (type) {
 	case FRAME_FILE_DATA:
 	case FRAME_FILE_END:
+		if (c->state != CONN_FILES)
+			return -1;
 		switch (filereq_frame(c->files, type, evbuffer_pullup(in, len), len, &msg)) {
 		case FILEREQ_MORE:
 			evbuffer_drain(in, len);
@@ -771,16 +819,27 @@ conn_on_files_frame(struct conn *c, uint8_t type, struct evbuffer *in, uint32_t 
 			evbuffer_drain(in, len);
 		else if (evbuffer_get_length(c->early_in) + len > FILES_STDIN_MAX) {
 			evbuffer_drain(in, len);
-			conn_deny(c, ERR_DENIED, "stdin before the file arguments", "more than "
-			    "1 MiB of stdin arrived before the command's file arguments were "
-			    "read. Nothing was run; pass the data in a file instead.");
+			if (c->state == CONN_PENDING)
+				conn_deny(c, ERR_DENIED, "stdin while waiting for approval",
+				    "shimbridge: refused: more than 1 MiB of stdin: the command "
+				    "waits for approval and stdin is held until then; pass the "
+				    "data in a file instead.");
+			else
+				conn_deny(c, ERR_DENIED, "stdin before the file arguments", "more "
+				    "than 1 MiB of stdin arrived before the command's file "
+				    "arguments were read. Nothing was run; pass the data in a file "
+				    "instead.");
 		} else
 			evbuffer_remove_buffer(in, c->early_in, len);
 		return 0;
 	case FRAME_SIGNAL:
 		if ((sig = conn_frame_signal(in, len)) < 0)
 			return -1;
-		if (sig != SIGWINCH && sig != SIGPIPE)
+		if (sig == SIGWINCH || sig == SIGPIPE)
+			return 0;
+		if (c->state == CONN_PENDING)
+			c->pending_cancel(c, c->pending_arg);	/* the agent gave up */
+		else
 			c->early_sig = sig;
 		return 0;
 	case FRAME_WINSIZE:
@@ -918,7 +977,7 @@ conn_read_frames(struct conn *c)
 		return;
 	in = c->rx;
 	while (!c->peer_paused && (c->state == CONN_HELLO || c->state == CONN_REQUEST ||
-	    c->state == CONN_FILES || c->state == CONN_RUNNING)) {
+	    c->state == CONN_PENDING || c->state == CONN_FILES || c->state == CONN_RUNNING)) {
 		if (evbuffer_get_length(in) < FRAME_HDR)
 			return;
 		evbuffer_copyout(in, hdr, FRAME_HDR);
@@ -944,10 +1003,11 @@ conn_read_frames(struct conn *c)
 			conn_on_request(c, (char *)evbuffer_pullup(in, len), len);
 			if (c->state != CONN_DEAD && c->bev != NULL)
 				evbuffer_drain(in, len);
-		} else if (c->state == CONN_FILES) {
+		} else if (c->state == CONN_FILES || c->state == CONN_PENDING) {
 			if (conn_on_files_frame(c, type, in, len) != 0) {
-				conn_protocol_error(c, "unexpected or malformed frame while the "
-				    "file arguments arrive");
+				conn_protocol_error(c, c->state == CONN_PENDING ? "unexpected or "
+				    "malformed frame while the request waits for approval" :
+				    "unexpected or malformed frame while the file arguments arrive");
 				return;
 			}
 		} else if (conn_on_running_frame(c, type, in, len) != 0) {
@@ -1016,6 +1076,9 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 	case CONN_HELLO:
 	case CONN_REQUEST:
 		conn_protocol_error(c, "handshake timed out");
+		break;
+	case CONN_PENDING:
+		c->pending_expired(c, c->pending_arg);
 		break;
 	case CONN_FILES:
 		conn_protocol_error(c, "the file arguments did not arrive in time");

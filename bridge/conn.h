@@ -3,7 +3,8 @@
  * child (a job). The op handlers (op-*.c) fill in a request and call
  * conn_start; every refusal goes through conn_deny or conn_protocol_error.
  *
- *   CONN_HELLO -> CONN_REQUEST [-> CONN_FILES] -> CONN_RUNNING -> CONN_CLOSING -> CONN_DEAD
+ *   CONN_HELLO -> CONN_REQUEST [-> CONN_PENDING] [-> CONN_FILES] -> CONN_RUNNING
+ *     -> CONN_CLOSING -> CONN_DEAD
  *   (any live state may go to CONN_CLOSING or CONN_DEAD; transitions asserted)
  *
  * A request is finished only when its job is JOB_CLOSED (reaped AND drained).
@@ -37,6 +38,7 @@ struct session;
 enum conn_state {
 	CONN_HELLO,	/* accepted; waiting for the client's HELLO */
 	CONN_REQUEST,	/* HELLO answered; waiting for the REQUEST */
+	CONN_PENDING,	/* an "ask" rule matched: waiting for approval (pending.c) */
 	CONN_FILES,	/* allowed; fetching its file arguments from the peer (FILE_REQ) */
 	CONN_RUNNING,	/* child started; relaying stdio until reaped and drained */
 	CONN_CLOSING,	/* final frame queued; close once written (or timed out) */
@@ -97,6 +99,11 @@ struct conn {
 	void			(*files_done)(struct conn *, void *, char *const *);
 	void			(*files_abandon)(void *);
 	void			*files_arg;
+	/* CONN_PENDING: the waiter (conn_pending). */
+	void			(*pending_expired)(struct conn *, void *);
+	void			(*pending_cancel)(struct conn *, void *);
+	void			(*pending_abandon)(void *);
+	void			*pending_arg;
 	struct evbuffer		*early_in;	/* stdin that came before the child */
 	int			 early_eof;
 	int			 early_sig;	/* a signal that came before the child */
@@ -166,6 +173,23 @@ int		 conn_start(struct conn *, const char *path, char *const *argv,
 void		 conn_fetch_files(struct conn *, struct filereq *,
 		    void (*done)(struct conn *, void *, char *const *),
 		    void (*abandon)(void *), void *arg);
+/*
+ * Hold a request until it is decided (CONN_PENDING, bridge/pending.c). Stdin,
+ * WINSIZE and signals that arrive are held as in CONN_FILES, except that an INT,
+ * TERM or HUP from the peer (the agent pressed Ctrl-C) runs cancel(c, arg). After
+ * timeout seconds expired(c, arg) runs. Whoever decides calls conn_pending_resume.
+ * If the conn ends first (peer gone, shutdown), abandon(arg) runs instead.
+ */
+void		 conn_pending(struct conn *, int timeout,
+		    void (*expired)(struct conn *, void *),
+		    void (*cancel)(struct conn *, void *), void (*abandon)(void *), void *arg);
+/*
+ * End the wait: go(c, arg) runs and owns arg from then on; it starts the request
+ * (conn_fetch_files, conn_start) or refuses it (conn_deny). Stdin and a signal held
+ * meanwhile go to the child once it runs.
+ */
+void		 conn_pending_resume(struct conn *, void (*go)(struct conn *, void *),
+		    void *arg);
 /* Seconds since the request started. */
 double		 conn_elapsed(const struct conn *);
 

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "approve.h"
 #include "audit.h"
 #include "config.h"
 #include "conn.h"
@@ -18,6 +19,7 @@
 #include "ghinject.h"
 #include "keyring.h"
 #include "ops.h"
+#include "pending.h"
 #include "policy.h"
 #include "profile.h"
 #include "proto.h"
@@ -189,7 +191,7 @@ op_run_done(struct conn *c)
 	c->op_state_free = NULL;
 }
 
-/* A run waiting for its file arguments (conn_fetch_files). */
+/* A run waiting for approval (pending_ask) or for its file arguments (conn_fetch_files). */
 struct op_run_wait {
 	const struct tool	 *t;		/* in c->cfg, which the conn holds */
 	char			**argv;		/* argv[0] is the tool name; NULL-terminated */
@@ -197,6 +199,8 @@ struct op_run_wait {
 	struct policy_ctx	  pc;		/* outputs only: repository, extra, files */
 	json_t			 *env;		/* the request's env, or NULL */
 	int			  cwd_fd;
+	char			 *remote_url;	/* the request's context, for a reload's recheck */
+	char			 *branch;
 };
 
 /* Free argv (NULL-terminated). */
@@ -223,6 +227,8 @@ op_run_wait_free(void *arg)
 	op_run_argv_free(w->argv);
 	policy_ctx_free(&w->pc);
 	json_decref(w->env);
+	free(w->remote_url);
+	free(w->branch);
 	free(w);
 }
 
@@ -303,7 +309,144 @@ op_run_files_done(struct conn *c, void *arg, char *const *copies)
 	op_run_wait_free(w);
 }
 
-/* op "run": policy, cwd, file arguments, then environment and spawn. */
+/* After the policy (and an approval): cwd, scratch, file arguments, then start. */
+static void
+op_run_go(struct conn *c, void *arg)
+{
+	struct op_run_wait *w = arg;
+	struct filereq *fr;
+	const struct tool *t = w->t;
+	char *cause = NULL, *msg = NULL;
+
+	if (conn_check_busy(c) != 0)
+		goto out;
+	if (t->cwd == CWD_WORKSPACE) {
+		if (c->session->workspace == NULL || c->cwd == NULL ||
+		    (w->cwd_fd = spawn_open_beneath(c->session->workspace, c->cwd)) < 0) {
+			xasprintf(&msg, "%s runs only inside this session's workspace (%s), and "
+			    "the current directory %s is not in it (or reaches it through a "
+			    "symbolic link). Nothing was run; cd into the workspace and retry.",
+			    t->name, c->session->workspace != NULL ? c->session->workspace :
+			    "none configured", c->cwd != NULL ? c->cwd : "(unknown)");
+			conn_deny(c, ERR_DENIED, "cwd outside the workspace", msg);
+			goto out;
+		}
+	}
+	c->scratch = spawn_scratch_create(c->srv->scratch_dir, c->session->runner_uid,
+	    c->session->runner_gid, &cause);
+	if (c->scratch == NULL) {
+		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare a private "
+		    "directory for the command; nothing was run. Tell the operator.");
+		goto out;
+	}
+	if (w->pc.nfiles == 0) {
+		op_run_start(c, t, w->argv, &w->pc, w->env, w->cwd_fd);
+		goto out;
+	}
+	/* File arguments are the agent's: fetch them from the sandbox first. */
+	if ((fr = filereq_new(c->scratch, &w->pc, &cause)) == NULL) {
+		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare a directory "
+		    "for the command's file arguments; nothing was run. Tell the operator.");
+		goto out;
+	}
+	conn_fetch_files(c, fr, op_run_files_done, op_run_wait_free, w);
+	w = NULL;	/* transferred (fr points at w->pc) */
+out:
+	if (w != NULL)
+		op_run_wait_free(w);
+	free(cause);
+	free(msg);
+}
+
+/* A reload while a run waits for approval: does the new config still ask for it? */
+static int
+op_run_still_asks(struct conn *c, void *arg, const struct config *nc, char **why)
+{
+	struct op_run_wait *w = arg;
+	const struct session *s = config_session_by_name(nc, c->session->name);
+	const struct tool *t = config_tool(nc, w->t->name);
+	struct policy_result pr;
+	struct policy_ctx pc;
+	int asks;
+
+	if (s == NULL || t == NULL || !config_session_has_tool(s, w->t->name)) {
+		xasprintf(why, "this session may no longer use %s", w->t->name);
+		return 0;
+	}
+	memset(&pc, 0, sizeof pc);
+	pc.remote_url = w->remote_url;
+	pc.branch = w->branch;
+	policy_check(nc, s, t, w->argv + 1, w->argc, &pc, &pr);
+	asks = pr.ask;
+	if (pr.allowed)
+		xasprintf(why, "now allows it without approval (%s)", pr.rule);
+	else if (!pr.ask)
+		xasprintf(why, "now refuses it (%s)", pr.reason);
+	policy_result_free(&pr);
+	policy_ctx_free(&pc);
+	return asks;
+}
+
+/* The command as one line for the operator and the agent: tool and arguments. */
+static char *
+op_run_line(const char *tool, json_t *argv)
+{
+	char *line = xstrdup(tool), *t;
+	const char *a;
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(argv, i, v) {
+		a = json_string_value(v);
+		if (strlen(line) > APPROVE_COMMAND_MAX)
+			break;
+		if (*a == '\0' || strpbrk(a, " \t\n'\"\\$`") != NULL)
+			xasprintf(&t, "%s '%s'", line, a);
+		else
+			xasprintf(&t, "%s %s", line, a);
+		free(line);
+		line = t;
+	}
+	return line;
+}
+
+/* An "ask" rule matched: wait for approval, then go on as an allowed run. */
+static void
+op_run_ask(struct conn *c, struct op_run_wait *w, const struct policy_result *pr)
+{
+	struct pending_ask ask;
+	json_t *key = json_array(), *detail = json_object();
+	char *keys, *line;
+
+	/* Identical calls: the same tool, arguments (with the additions) and cwd. */
+	json_array_append_new(key, json_string(w->t->name));
+	json_array_append(key, c->argv);
+	if (w->t->cwd == CWD_WORKSPACE && c->cwd != NULL)
+		json_array_append_new(key, json_string(c->cwd));
+	keys = json_dumps(key, JSON_COMPACT);
+	line = op_run_line(w->t->name, c->argv);
+	json_object_set_new(detail, "tool", json_string(w->t->name));
+	json_object_set(detail, "argv", c->argv);
+	if (c->cwd != NULL)
+		json_object_set_new(detail, "cwd", json_string(c->cwd));
+	memset(&ask, 0, sizeof ask);
+	ask.command = line;
+	ask.key = keys;
+	ask.rule = pr->rule;
+	ask.timeout = pr->ask_timeout;
+	ask.detail = detail;
+	ask.go = op_run_go;
+	ask.free = op_run_wait_free;
+	ask.still_asks = op_run_still_asks;
+	ask.arg = w;		/* transferred */
+	pending_ask(c, &ask);
+	json_decref(key);
+	json_decref(detail);
+	free(keys);
+	free(line);
+}
+
+/* op "run": policy [and approval], cwd, file arguments, then environment and spawn. */
 void
 op_run(struct conn *c, json_t *req)
 {
@@ -311,13 +454,11 @@ op_run(struct conn *c, json_t *req)
 	const struct tool *t;
 	struct policy_result pr;
 	struct policy_ctx pc;
-	struct filereq *fr;
 	struct op_run_wait *w;
 	json_t *jt = json_object_get(req, "tool"), *jargv = json_object_get(req, "argv");
 	json_t *jcwd = json_object_get(req, "cwd"), *jenv = json_object_get(req, "env");
-	char **argv = NULL, *cause = NULL, *msg = NULL, *summary;
+	char **argv = NULL, *msg = NULL, *summary, *url = NULL, *branch = NULL;
 	size_t argc, i;
-	int cwd_fd = -1;
 
 	memset(&pr, 0, sizeof pr);
 	memset(&pc, 0, sizeof pc);
@@ -351,9 +492,13 @@ op_run(struct conn *c, json_t *req)
 		argv[i + 1] = xstrdup(json_string_value(json_array_get(jargv, i)));
 	policy_check(c->cfg, c->session, t, argv + 1, argc, &pc, &pr);
 	/* The context's inputs point into req; from here on only the outputs are used. */
+	if (pr.ask) {
+		url = pc.remote_url != NULL ? xstrdup(pc.remote_url) : NULL;
+		branch = pc.branch != NULL ? xstrdup(pc.branch) : NULL;
+	}
 	pc.remote_url = pc.branch = NULL;
 	c->rule = xstrdup(pr.rule);
-	if (!pr.allowed) {
+	if (!pr.allowed && !pr.ask) {
 		conn_deny(c, ERR_DENIED, pr.reason, pr.message);
 		goto out;
 	}
@@ -368,55 +513,27 @@ op_run(struct conn *c, json_t *req)
 		}
 		argv[argc + 1 + pc.nextra] = NULL;
 	}
-	if (conn_check_busy(c) != 0)
-		goto out;
-	if (t->cwd == CWD_WORKSPACE) {
-		if (c->session->workspace == NULL || c->cwd == NULL ||
-		    (cwd_fd = spawn_open_beneath(c->session->workspace, c->cwd)) < 0) {
-			xasprintf(&msg, "%s runs only inside this session's workspace (%s), and "
-			    "the current directory %s is not in it (or reaches it through a "
-			    "symbolic link). Nothing was run; cd into the workspace and retry.",
-			    tname, c->session->workspace != NULL ? c->session->workspace :
-			    "none configured", c->cwd != NULL ? c->cwd : "(unknown)");
-			conn_deny(c, ERR_DENIED, "cwd outside the workspace", msg);
-			goto out;
-		}
-	}
-	c->scratch = spawn_scratch_create(c->srv->scratch_dir, c->session->runner_uid,
-	    c->session->runner_gid, &cause);
-	if (c->scratch == NULL) {
-		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare a private "
-		    "directory for the command; nothing was run. Tell the operator.");
-		goto out;
-	}
-	if (pc.nfiles == 0) {
-		op_run_start(c, t, argv, &pc, jenv, cwd_fd);
-		goto out;
-	}
-	/* File arguments are the agent's: fetch them from the sandbox first. */
 	w = xcalloc(1, sizeof *w);
 	w->t = t;
-	w->argv = argv;
+	w->argv = argv;		/* transferred */
 	w->argc = argc;
-	w->pc = pc;		/* transferred (fr points at w->pc) */
+	w->pc = pc;		/* transferred */
 	w->env = jenv != NULL ? json_incref(jenv) : NULL;
-	w->cwd_fd = cwd_fd;
+	w->cwd_fd = -1;
+	w->remote_url = url;
+	w->branch = branch;
 	argv = NULL;
+	url = branch = NULL;
 	memset(&pc, 0, sizeof pc);
-	cwd_fd = -1;
-	if ((fr = filereq_new(c->scratch, &w->pc, &cause)) == NULL) {
-		op_run_wait_free(w);
-		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare a directory "
-		    "for the command's file arguments; nothing was run. Tell the operator.");
-		goto out;
-	}
-	conn_fetch_files(c, fr, op_run_files_done, op_run_wait_free, w);
+	if (pr.ask)
+		op_run_ask(c, w, &pr);
+	else
+		op_run_go(c, w);
 out:
-	if (cwd_fd >= 0)
-		close(cwd_fd);
 	op_run_argv_free(argv);
 	policy_result_free(&pr);
 	policy_ctx_free(&pc);
-	free(cause);
+	free(url);
+	free(branch);
 	free(msg);
 }

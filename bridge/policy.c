@@ -63,47 +63,69 @@ summary_add(char *buf, size_t *len, const char *s)
 	*len += n;
 }
 
+/* Append one tool's line: its help, else its allow and ask rules. */
+static void
+summary_tool(const struct config *c, const char *name, char *buf, size_t *len)
+{
+	const struct tool *t = config_tool(c, name);
+	size_t j, k, shown;
+
+	if (t == NULL) {	/* git through the remote helper */
+		summary_add(buf, len, name);
+		summary_add(buf, len, " (push/fetch of allowed repositories)");
+		return;
+	}
+	if (t->help != NULL) {
+		summary_add(buf, len, t->help);
+		return;
+	}
+	shown = 0;
+	for (j = 0; j < t->nrules && shown < 12; j++) {
+		if (!t->rules[j].allow && !t->rules[j].ask)
+			continue;
+		summary_add(buf, len, shown++ ? ", " : "");
+		summary_add(buf, len, t->name);
+		for (k = 0; k < t->rules[j].nargv; k++) {
+			summary_add(buf, len, " ");
+			summary_add(buf, len, strcmp(t->rules[j].argv[k], "**") == 0 ?
+			    "[ARGS]" : t->rules[j].argv[k]);
+		}
+		if (t->rules[j].ask)
+			summary_add(buf, len, " (after the operator approves)");
+	}
+	if (shown == 0) {
+		summary_add(buf, len, t->name);
+		summary_add(buf, len, " (no allowed commands)");
+	}
+}
+
 /* A readable list of what a session may run, built from its tools' allow rules. */
 char *
 policy_allowed_summary(const struct config *c, const struct session *s)
 {
 	char buf[SUMMARY_MAX];
-	size_t len = 0, i, j, k, shown;
+	size_t len = 0, i;
 
 	buf[0] = '\0';
 	for (i = 0; i < s->ntools; i++) {
-		const struct tool *t = config_tool(c, s->tools[i]);
-
 		if (len > 0)
 			summary_add(buf, &len, "; ");
-		if (t == NULL) {	/* git through the remote helper */
-			summary_add(buf, &len, s->tools[i]);
-			summary_add(buf, &len, " (push/fetch of allowed repositories)");
-			continue;
-		}
-		if (t->help != NULL) {
-			summary_add(buf, &len, t->help);
-			continue;
-		}
-		shown = 0;
-		for (j = 0; j < t->nrules && shown < 12; j++) {
-			if (!t->rules[j].allow)
-				continue;
-			summary_add(buf, &len, shown++ ? ", " : "");
-			summary_add(buf, &len, t->name);
-			for (k = 0; k < t->rules[j].nargv; k++) {
-				summary_add(buf, &len, " ");
-				summary_add(buf, &len, strcmp(t->rules[j].argv[k], "**") == 0 ?
-				    "[ARGS]" : t->rules[j].argv[k]);
-			}
-		}
-		if (shown == 0) {
-			summary_add(buf, &len, t->name);
-			summary_add(buf, &len, " (no allowed commands)");
-		}
+		summary_tool(c, s->tools[i], buf, &len);
 	}
 	if (len == 0)
 		summary_add(buf, &len, "nothing");
+	return xstrdup(buf);
+}
+
+/* What one tool allows, one line (policy_allowed_summary's part for it). */
+char *
+policy_tool_summary(const struct config *c, const char *tool)
+{
+	char buf[SUMMARY_MAX];
+	size_t len = 0;
+
+	buf[0] = '\0';
+	summary_tool(c, tool, buf, &len);
 	return xstrdup(buf);
 }
 
@@ -236,6 +258,14 @@ policy_check(const struct config *c, const struct session *s, const struct tool 
 			res->rule = xstrdup(r->where);
 			res->reason = xstrdup("allowed by rule");
 			return 1;
+		}
+		if (r->ask) {
+			res->ask = 1;
+			res->ask_timeout = r->timeout;
+			res->rule = xstrdup(r->where);
+			res->reason = xstrdup(r->reason != NULL ? r->reason :
+			    "the rule asks the operator");
+			return 0;
 		}
 		return policy_deny(c, s, t, argv, argc, r->where,
 		    r->reason != NULL ? r->reason : "denied by rule", res);

@@ -4,7 +4,7 @@
  *   2. any argument matching the tool's deny_args is refused;
  *   3. the tool's profile checks (profile.h; gh: hosts, repositories, --jq/--template,
  *      file arguments);
- *   4. the tool's rules in order, first match wins;
+ *   4. the tool's rules in order, first match wins (allow, deny or ask);
  *   5. nothing matched: refused (deny by default).
  */
 #ifndef SHIMBRIDGE_POLICY_H
@@ -44,8 +44,15 @@ struct policy_ctx {
 	size_t		 nfiles;
 };
 
+/*
+ * The verdict: allowed (run now), ask (run once approved: bridge/approve.h; the
+ * rule's timeout in ask_timeout, 0 for the config's default) or neither (denied,
+ * message set). A caller that does not handle ask refuses it like a denial.
+ */
 struct policy_result {
 	int	 allowed;
+	int	 ask;
+	int	 ask_timeout;
 	char	*rule;		/* location of the deciding rule ("default" if none) */
 	char	*reason;	/* short why, for the audit log */
 	char	*message;	/* paragraph for the agent when denied */
@@ -59,6 +66,8 @@ void	policy_ctx_free(struct policy_ctx *);
 int	policy_rule_matches(char *const *pat, size_t npat, char *const *argv, size_t argc);
 /* What the session may run, one short line ("gh pr list ..., gh issue ..."). */
 char	*policy_allowed_summary(const struct config *, const struct session *);
+/* What one tool of the session allows, one line (git: the remote helper's leg). */
+char	*policy_tool_summary(const struct config *, const char *tool);
 void	policy_result_free(struct policy_result *);
 
 #endif

@@ -26,6 +26,7 @@
 #include <event2/listener.h>
 #include <jansson.h>
 
+#include "approve.h"
 #include "audit.h"
 #include "cgroup.h"
 #include "config.h"
@@ -34,6 +35,7 @@
 #include "job.h"
 #include "keyring.h"
 #include "log.h"
+#include "pending.h"
 #include "platform.h"
 #include "proto.h"
 #include "renew.h"
@@ -323,6 +325,7 @@ server_reload(struct server *srv)
 	audit_write(a, keyring_redactor(srv->keyring));
 	log_info("configuration reloaded (version %s, %zu sessions)", nc->version,
 	    nc->nsessions);
+	pending_reload(srv);
 	platform_notify("READY=1");
 }
 
@@ -552,6 +555,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	TAILQ_INIT(&srv.conns);
 	srv.cfg = cfg;
 	srv.keyring = kr;
+	srv.approve = approve_new();
 	srv.config_path = config_path;
 	srv.started = time(NULL);
 	signal(SIGPIPE, SIG_IGN);
@@ -660,6 +664,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 out:
 	while ((c = TAILQ_FIRST(&srv.conns)) != NULL)
 		conn_free(c);
+	approve_free(srv.approve);
 	cgroup_shutdown();
 	renew_stop_all();
 	for (i = 0; i < srv.nlev; i++)

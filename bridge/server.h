@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <time.h>
 
+struct approve;
 struct config;
 struct conn;
 struct event;
@@ -39,6 +40,7 @@ struct server {
 	struct event		*ev_sweep;
 	struct event		*ev_resume;
 	struct event		*ev_orphans;	/* deferred orphan scan */
+	struct approve		*approve;	/* requests waiting for approval (pending.h) */
 	struct conn_list	 conns;
 	int			 nconns;
 	int			 nrunning;

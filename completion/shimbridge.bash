@@ -1,6 +1,7 @@
 # bash completion for shimbridge(8)                          -*- shell-script -*-
 # Completes commands, subcommands, options, session names (the drop-ins in
-# sessions.d next to the config) and secret names (`shimbridge secret list`).
+# sessions.d next to the config), secret names (`shimbridge secret list`) and the
+# ids of requests waiting for approval (`shimbridge pending --json`).
 
 # The global options already on the line (-c, --store, --key), to pass them on.
 _shimbridge_globals()
@@ -43,6 +44,15 @@ _shimbridge_secrets()
     "${COMP_WORDS[0]}" "${g[@]}" secret list 2>/dev/null
 }
 
+# Ids of the requests waiting for approval.
+_shimbridge_pending()
+{
+    local -a g
+    mapfile -t g < <(_shimbridge_globals)
+    "${COMP_WORDS[0]}" "${g[@]}" pending --json 2>/dev/null |
+        grep -o '"id":[0-9]*' | cut -d: -f2
+}
+
 _shimbridge()
 {
     local cur prev words cword
@@ -66,7 +76,11 @@ _shimbridge()
         COMPREPLY=($(compgen -u -- "$cur"))
         return
         ;;
-    --tools | --repo | --older-than)
+    --tools | --repo | --older-than | --for | --why | --remote-url | --branch)
+        return
+        ;;
+    --cwd)
+        _filedir -d
         return
         ;;
     esac
@@ -92,6 +106,10 @@ _shimbridge()
         "session remove") opts+=" --keep-workspace --keep-mirrors" ;;
         "mirror list") opts+=" --session --json" ;;
         "mirror prune") opts+=" --session --older-than" ;;
+        "pending "*) opts+=" --json" ;;
+        "approve "*) opts+=" --for" ;;
+        "deny "*) opts+=" --why" ;;
+        "explain "*) opts+=" --session --cwd --remote-url --branch --json" ;;
         esac
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
         return
@@ -99,13 +117,14 @@ _shimbridge()
 
     case ${#cmd[@]} in
     0)
-        COMPREPLY=($(compgen -W "status check reload audit secret session mirror" -- "$cur"))
+        COMPREPLY=($(compgen -W "status check reload audit secret session mirror pending approve deny explain" -- "$cur"))
         ;;
     1)
         case ${cmd[0]} in
         secret) COMPREPLY=($(compgen -W "init set list rm" -- "$cur")) ;;
         session) COMPREPLY=($(compgen -W "add list remove exec" -- "$cur")) ;;
         mirror) COMPREPLY=($(compgen -W "list prune" -- "$cur")) ;;
+        approve | deny) COMPREPLY=($(compgen -W "$(_shimbridge_pending)" -- "$cur")) ;;
         esac
         ;;
     2)

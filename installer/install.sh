@@ -7,8 +7,9 @@
 #   PREFIX/sbin/shimbridged                         the daemon (root, started by systemd/launchd)
 #   PREFIX/sbin/shimbridge                          the admin command line (root)
 #   PREFIX/libexec/shimbridge/shimbridge-git        git transport helper, run only by the daemon
-#   PREFIX/libexec/shimbridge/shims/shimbridge-shim the static shim; gh and
-#                                                   git-remote-shimbridge link to it
+#   PREFIX/libexec/shimbridge/shims/shimbridge-shim the static shim; gh,
+#                                                   git-remote-shimbridge and shimbridge
+#                                                   (the sandbox's `shimbridge list`) link to it
 #   PREFIX/share/shimbridge/config.example.json     the config skeleton, for reference
 #   PREFIX/share/shimbridge/manifest                what this script created (for uninstall.sh)
 #   PREFIX/share/doc/shimbridge/                    README and reference documents
@@ -365,6 +366,7 @@ put_file "$prebuilt/shimbridge-git" "$libexecdir/shimbridge-git" 0755
 put_file "$prebuilt/shim" "$shimdir/shimbridge-shim" 0755
 put_link shimbridge-shim "$shimdir/gh"
 put_link shimbridge-shim "$shimdir/git-remote-shimbridge"
+put_link shimbridge-shim "$shimdir/shimbridge"	# the sandbox's `shimbridge list`
 
 for_prefix "$here/config.example.json" > "$work/config.json"
 if [ "$os" = Darwin ]; then

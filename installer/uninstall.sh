@@ -92,6 +92,7 @@ file $prefix/libexec/shimbridge/shimbridge-git
 file $prefix/libexec/shimbridge/shims/shimbridge-shim
 link $prefix/libexec/shimbridge/shims/gh
 link $prefix/libexec/shimbridge/shims/git-remote-shimbridge
+link $prefix/libexec/shimbridge/shims/shimbridge
 dir $prefix/libexec/shimbridge/shims
 dir $prefix/libexec/shimbridge
 dir $prefix/share/shimbridge

@@ -1,6 +1,6 @@
 /*
- * shim: the sandbox-side client. Installed under tool names (gh, ...) and as the
- * git remote helper git-remote-shimbridge; forwards argv, cwd, a small env
+ * shim: the sandbox-side client. Installed under tool names (gh, ...), as the
+ * git remote helper git-remote-shimbridge and as shimbridge (`shimbridge list`); forwards argv, cwd, a small env
  * allowlist and stdio to the bridge and exits as the remote child did.
  * Static (musl), no third-party libraries, no fds passed.
  */
@@ -402,7 +402,11 @@ shim_on_error(struct shim *s, const char *json, size_t len)
 		shim_fail(s, EXIT_PROTOCOL, "malformed error message from the bridge");
 	if (jr_get_str(json, len, "message", &msg) != 1)
 		msg = xstrdup("(no message)");
-	fprintf(stderr, "%s: %s\n", s->tool, msg);
+	/* A structured refusal names itself ("shimbridge: refused: ..."). */
+	if (strncmp(msg, "shimbridge: ", 12) == 0)
+		fprintf(stderr, "%s\n", msg);
+	else
+		fprintf(stderr, "%s: %s\n", s->tool, msg);
 	exit(proto_error_exit(code));
 }
 
@@ -708,6 +712,64 @@ shim_tool(struct shim *s, int argc, char **argv)
 	shim_relay(s);
 }
 
+/* Help for the shim installed as "shimbridge" (the sandbox's view of the bridge). */
+static void
+shim_self_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: shimbridge list [--json]\n"
+	    "       shimbridge --help | --version\n"
+	    "\n"
+	    "In this sandbox, some commands (gh, git's push and fetch, ...) run on the host\n"
+	    "through the shimbridge bridge, which checks every call against a policy.\n"
+	    "shimbridge list prints what this session may run, one line per tool, and the\n"
+	    "repositories it may reach.\n"
+	    "\n"
+	    "A call the policy asks the operator about prints\n"
+	    "  shimbridge: waiting for the operator to approve request N: COMMAND\n"
+	    "and waits; a refused call prints\n"
+	    "  shimbridge: refused: WHAT: WHY; WHAT TO DO INSTEAD\n"
+	    "and exits 126. Other exit codes: 118 output limit, 119 tool or secret\n"
+	    "unavailable, 120 no session, 121 busy, 122 bridge unreachable, 123 connection\n"
+	    "lost, 124 timed out, 125 protocol error, 127 unknown tool.\n");
+}
+
+/* Invoked as "shimbridge": list, --help, --version. */
+static void __attribute__((noreturn))
+shim_self(struct shim *s, int argc, char **argv)
+{
+	struct jbuf req;
+	int json = 0;
+
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		shim_self_usage(argc < 2 ? stderr : stdout);
+		exit(argc < 2 ? 64 : 0);
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		printf("shimbridge (sandbox shim) %s (protocol %d)\n", SHIMBRIDGE_VERSION,
+		    PROTO_VERSION);
+		exit(0);
+	}
+	if (strcmp(argv[1], "list") != 0 || argc > 3 ||
+	    (argc == 3 && strcmp(argv[2], "--json") != 0)) {
+		shim_self_usage(stderr);
+		exit(64);
+	}
+	json = argc == 3;
+	shim_request_start(&req, "list");
+	if (json) {
+		jw_key(&req, "json");
+		jw_bool(&req, 1);
+	}
+	jw_obj_close(&req);
+	shim_connect(s);
+	shim_send_request(s, &req);
+	jw_free(&req);
+	s->stdin_open = 0;
+	shim_relay(s);
+}
+
 /* Help for the shim binary itself. */
 static void
 shim_usage(FILE *f)
@@ -716,8 +778,9 @@ shim_usage(FILE *f)
 	    "usage: shimbridge-shim TOOL [ARG...]\n"
 	    "       shimbridge-shim --help | --version\n"
 	    "\n"
-	    "Installed in a sandbox's PATH as links named after tools (gh, ...) and as\n"
-	    "the git remote helper git-remote-shimbridge. Each invocation forwards its\n"
+	    "Installed in a sandbox's PATH as links named after tools (gh, ...), as the\n"
+	    "git remote helper git-remote-shimbridge, and as shimbridge (shimbridge list:\n"
+	    "what this session may run). Each tool invocation forwards its\n"
 	    "arguments, working directory, a few environment variables (TERM, LANG,\n"
 	    "LC_*, NO_COLOR, COLUMNS, ...) and stdio to the shimbridge bridge, which runs\n"
 	    "the real tool on the host, and exits with the tool's status.\n"
@@ -751,6 +814,8 @@ main(int argc, char **argv)
 
 	if (strcmp(name, SHIM_HELPER_NAME) == 0)
 		shim_helper(&s, argc, argv);
+	if (strcmp(name, "shimbridge") == 0)
+		shim_self(&s, argc, argv);
 	if (strcmp(name, "shim") == 0 || strcmp(name, "shimbridge-shim") == 0) {
 		if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 			shim_usage(argc < 2 ? stderr : stdout);

@@ -46,7 +46,7 @@ complete_line() {
 
 @test "commands" {
 	run complete_line "$SB_ROOT/build/shimbridge" ""
-	[ "$output" = "$(printf '%s\n' audit check mirror reload secret session status | sort)" ]
+	[ "$output" = "$(printf '%s\n' approve audit check deny explain mirror pending reload secret session status | sort)" ]
 	run complete_line "$SB_ROOT/build/shimbridge" se
 	[ "$output" = "$(printf 'secret\nsession')" ]
 }
@@ -116,7 +116,7 @@ zsh_complete() {
 @test "zsh: commands, sessions and secrets" {
 	command -v zsh >/dev/null || skip "zsh is missing"
 	run zsh_complete shimbridge ""
-	[ "$output" = "$(printf '%s\n' audit check mirror reload secret session status | sort)" ]
+	[ "$output" = "$(printf '%s\n' approve audit check deny explain mirror pending reload secret session status | sort)" ]
 	run zsh_complete shimbridge session ""
 	[ "$output" = "$(printf '%s\n' add exec list remove)" ]
 	run zsh_complete shimbridge -c "$CT/etc/config.json" session exec ""

@@ -565,6 +565,7 @@ sbi_tmp() {
 	[ -x "$d/usr/local/libexec/shimbridge/shimbridge-git" ]
 	[ "$(readlink "$d/usr/local/libexec/shimbridge/shims/gh")" = shimbridge-shim ]
 	[ "$(readlink "$d/usr/local/libexec/shimbridge/shims/git-remote-shimbridge")" = shimbridge-shim ]
+	[ "$(readlink "$d/usr/local/libexec/shimbridge/shims/shimbridge")" = shimbridge-shim ]
 	[ "$(stat -c %a "$d/etc/shimbridge")" = 700 ]
 	[ "$(stat -c %a "$d/etc/shimbridge/sessions.d")" = 700 ]
 	[ "$(stat -c %a "$d/etc/shimbridge/config.json")" = 600 ]

@@ -261,6 +261,61 @@ test_tool_network(void **state)
 	    "\"network\": \"some\"}}}", "tools.a", "network must be");
 }
 
+/* "ask" rules and the "approval" section. */
+static void
+test_approval(void **state)
+{
+	struct config *c;
+	char *cause = NULL;
+
+	(void)state;
+	c = load("{\"runner\": \"daemon\", \"tools\": {\"sh\": {\"path\": \"/bin/sh\", "
+	    "\"rules\": [{\"allow\": [\"-c\", \"true\"]}, {\"ask\": [\"-c\", \"**\"], "
+	    "\"timeout\": 30}, {\"ask\": [\"**\"]}]}}}", &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	assert_true(c->tools[0].rules[0].allow);
+	assert_false(c->tools[0].rules[0].ask);
+	assert_false(c->tools[0].rules[1].allow);
+	assert_true(c->tools[0].rules[1].ask);
+	assert_int_equal(c->tools[0].rules[1].timeout, 30);
+	assert_int_equal(c->tools[0].rules[2].timeout, 0);
+	assert_int_equal(c->approval.timeout, 300);		/* defaults */
+	assert_int_equal(c->approval.command_timeout, 60);
+	assert_null(c->approval.command);
+	config_unref(c);
+	c = load("{\"runner\": \"daemon\", \"approval\": {\"timeout\": 90, \"command\": "
+	    "[\"/bin/true\", \"--x\"], \"user\": \"bin\", \"command_timeout\": 5}}", &cause);
+	if (c == NULL)
+		fail_msg("%s", cause);
+	assert_int_equal(c->approval.timeout, 90);
+	assert_string_equal(c->approval.command[0], "/bin/true");
+	assert_string_equal(c->approval.command[1], "--x");
+	assert_null(c->approval.command[2]);
+	assert_string_equal(c->approval.user, "bin");
+	assert_int_equal(c->approval.command_timeout, 5);
+	config_unref(c);
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"sh\": {\"path\": \"/bin/sh\", "
+	    "\"rules\": [{\"ask\": [\"a\"], \"allow\": [\"b\"]}]}}}", "tools.sh.rules[0]",
+	    "exactly one");
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"sh\": {\"path\": \"/bin/sh\", "
+	    "\"rules\": [{\"allow\": [\"a\"], \"timeout\": 5}]}}}", "tools.sh.rules[0]",
+	    "ask");
+	expect_error("{\"runner\": \"daemon\", \"tools\": {\"sh\": {\"path\": \"/bin/sh\", "
+	    "\"rules\": [{\"ask\": [\"a\"], \"timeout\": 0}]}}}", "timeout", "1 to");
+	expect_error("{\"runner\": \"daemon\", \"approval\": {\"command\": [\"/bin/true\"]}}",
+	    "approval", "go together");
+	expect_error("{\"runner\": \"daemon\", \"approval\": {\"command\": [\"bin/true\"], "
+	    "\"user\": \"bin\"}}", "approval.command", "absolute");
+	expect_error("{\"runner\": \"daemon\", \"approval\": {\"command\": [], "
+	    "\"user\": \"bin\"}}", "approval.command", NULL);
+	expect_error("{\"runner\": \"daemon\", \"approval\": {\"command\": [\"/bin/true\"], "
+	    "\"user\": \"root\"}}", "approval.user", "dedicated");
+	expect_error("{\"runner\": \"daemon\", \"approval\": {\"command\": [\"/bin/true\"], "
+	    "\"user\": \"daemon\"}}", "approval.user", "runner");
+	expect_error("{\"runner\": \"daemon\", \"approval\": {\"bogus\": 1}}", "approval", NULL);
+}
+
 static void
 test_rejections(void **state)
 {
@@ -459,6 +514,7 @@ main(void)
 		cmocka_unit_test(test_dropin_errors_name_the_file),
 		cmocka_unit_test(test_session_runners),
 		cmocka_unit_test(test_tool_network),
+		cmocka_unit_test(test_approval),
 		cmocka_unit_test(test_rejections),
 		cmocka_unit_test(test_file_permissions),
 		cmocka_unit_test(test_secret_sources),

@@ -27,10 +27,12 @@
 #include <jansson.h>
 #include <sodium.h>
 
+#include "approve.h"
 #include "config.h"
 #include "conn.h"
 #include "job.h"
 #include "keyring.h"
+#include "pending.h"
 #include "proto.h"
 #include "server.h"
 #include "spawn.h"
@@ -95,8 +97,10 @@ setup(void **state)
 	    "\"secrets\": {\"TOK\": \"tok\"}, \"timeout\": 2, \"output_limit\": 100000, "
 	    "\"rules\": [{\"allow\": [\"-c\", \"**\"]}]}, \"true\": {\"path\": \"/bin/true\", "
 	    "\"rules\": [{\"allow\": [\"**\"]}]}, \"ghcat\": {\"path\": \"%s/ghcat\", "
-	    "\"profile\": \"gh\", \"rules\": [{\"allow\": [\"**\"]}]}}, \"sessions\": "
-	    "[{\"name\": \"alice\", \"uid\": 4242, \"tools\": [\"sh\", \"ghcat\"]}, "
+	    "\"profile\": \"gh\", \"rules\": [{\"allow\": [\"**\"]}]}, \"ask\": {\"path\": "
+	    "\"/bin/sh\", \"rules\": [{\"ask\": [\"-c\", \"**\"], \"timeout\": 1}]}}, "
+	    "\"sessions\": [{\"name\": \"alice\", \"uid\": 4242, \"tools\": [\"sh\", \"ghcat\", "
+	    "\"ask\"]}, "
 	    "{\"name\": \"bob\", \"uid\": 4343, \"tools\": [\"sh\"], \"secrets\": "
 	    "{\"tok\": {\"source\": \"env\", \"variable\": \"TEST_CONN_BOB\"}}}]}", dir);
 	put(path, text, 0600);
@@ -112,6 +116,7 @@ setup(void **state)
 		return -1;
 	srv.base = event_base_new();
 	srv.started = time(NULL);
+	srv.approve = approve_new();
 	if (asprintf(&srv.scratch_dir, "%s/run", dir) < 0 || mkdir(srv.scratch_dir, 0711) != 0)
 		return -1;
 	return 0;
@@ -122,6 +127,7 @@ teardown(void **state)
 {
 	(void)state;
 	keyring_free(srv.keyring);
+	approve_free(srv.approve);
 	config_unref(srv.cfg);
 	event_base_free(srv.base);
 	free(srv.scratch_dir);
@@ -537,6 +543,96 @@ test_conn_files(void **state)
 	peer_close(&p);
 }
 
+/* Ask for a run of the "ask" tool; returns its request id once it waits (CONN_PENDING). */
+static uint64_t
+ask_start(struct peer *p, const char *script)
+{
+	char req[256];
+
+	peer_open(p, 4242);
+	hello(p);
+	snprintf(req, sizeof req, "{\"op\": \"run\", \"tool\": \"ask\", \"argv\": [\"-c\", "
+	    "\"%s\"]}", script);
+	peer_send_str(p, FRAME_REQUEST, req);
+	pump(p, 2);
+	if (p->nf > 1 && p->f[1].type != FRAME_STDERR)
+		fail_msg("not waiting: %s", p->f[1].data);
+	assert_int_equal(p->c->state, CONN_PENDING);
+	assert_int_equal(p->f[1].type, FRAME_STDERR);
+	assert_non_null(strstr(p->f[1].data, "shimbridge: waiting for the operator to approve "
+	    "request "));
+	assert_int_equal(approve_count(srv.approve), 1);
+	return approve_first(srv.approve)->id;
+}
+
+/* CONN_PENDING: stdin held until approved, refusals, Ctrl-C, timeout, the peer leaving. */
+static void
+test_conn_pending(void **state)
+{
+	struct peer p;
+	char *why = NULL;
+	uint64_t id;
+	int eofs;
+
+	(void)state;
+	/* Approved: the stdin sent while it waited reaches the child. */
+	id = ask_start(&p, "cat");
+	peer_send_str(&p, FRAME_STDIN, "held input");
+	peer_send(&p, FRAME_STDIN, NULL, 0);
+	pump(&p, 2);
+	assert_int_equal(p.c->state, CONN_PENDING);
+	assert_int_equal(pending_decide(&srv, id, 1, 0, NULL, 0, 1, &why), 0);
+	assert_int_equal(approve_count(srv.approve), 0);
+	pump(&p, 64);
+	assert_string_equal(collect(&p, FRAME_STDOUT, &eofs), "held input");
+	expect_final(&p, FRAME_EXIT, "\"code\":0");
+	peer_close(&p);
+
+	/* Denied with a reason: one structured line. */
+	id = ask_start(&p, "echo no");
+	assert_int_equal(pending_decide(&srv, id, 0, 0, "not now", 0, 1, &why), 0);
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "shimbridge: refused: ask -c 'echo no' (request ");
+	expect_final(&p, FRAME_ERROR, "the operator denied it (not now)");
+	expect_final(&p, FRAME_ERROR, "\"code\":\"denied\"");
+	peer_close(&p);
+	/* Deciding a request that no longer waits fails. */
+	assert_int_equal(pending_decide(&srv, id, 1, 0, NULL, 0, 1, &why), -1);
+	assert_non_null(strstr(why, "no request"));
+	free(why);
+
+	/* Ctrl-C: the shim's SIGNAL INT cancels it. */
+	(void)ask_start(&p, "echo int");
+	peer_send_str(&p, FRAME_SIGNAL, "{\"signal\": \"INT\"}");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "interrupted while waiting for approval");
+	assert_int_equal(approve_count(srv.approve), 0);
+	peer_close(&p);
+
+	/* Nobody answers within the rule's 1 s. */
+	(void)ask_start(&p, "echo late");
+	pump(&p, 64);
+	expect_final(&p, FRAME_ERROR, "nobody approved it within 1 seconds");
+	peer_close(&p);
+
+	/* The peer goes away: the request disappears, the conn is freed. */
+	(void)ask_start(&p, "echo gone");
+	close(p.fd);
+	p.fd = -1;
+	{
+		time_t end = time(NULL) + 5;
+
+		while (srv.nconns > 0 && time(NULL) < end) {
+			event_base_loop(srv.base, EVLOOP_NONBLOCK);
+			usleep(1000);
+		}
+	}
+	assert_int_equal(srv.nconns, 0);
+	assert_int_equal(approve_count(srv.approve), 0);
+	assert_int_equal(srv.nrunning, 0);
+	peer_close(&p);
+}
+
 int
 main(void)
 {
@@ -548,6 +644,7 @@ main(void)
 		cmocka_unit_test(test_conn_output_limit),
 		cmocka_unit_test(test_conn_redacts_other_sessions_secrets),
 		cmocka_unit_test(test_conn_files),
+		cmocka_unit_test(test_conn_pending),
 	};
 
 	if (sodium_init() < 0)

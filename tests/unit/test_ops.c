@@ -27,6 +27,23 @@ test_ops_find(void **state)
 	assert_non_null(o = ops_find("status"));
 	assert_true(o->admin_only);
 	assert_ptr_equal(o->handler, op_status);
+	/* Approval and explain are the operator's (root); list is the sandbox's. */
+	assert_non_null(o = ops_find("pending"));
+	assert_true(o->admin_only);
+	assert_ptr_equal(o->handler, op_pending);
+	assert_non_null(o = ops_find("approve"));
+	assert_true(o->admin_only);
+	assert_ptr_equal(o->handler, op_approve);
+	assert_non_null(o = ops_find("deny"));
+	assert_true(o->admin_only);
+	assert_ptr_equal(o->handler, op_deny);
+	assert_non_null(o = ops_find("explain"));
+	assert_true(o->admin_only);
+	assert_ptr_equal(o->handler, op_explain);
+	assert_non_null(o = ops_find("list"));
+	assert_false(o->admin_only);
+	assert_ptr_equal(o->handler, op_list);
+	assert_null(o->done);
 }
 
 static void

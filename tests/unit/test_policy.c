@@ -121,6 +121,42 @@ test_policy_order(void **state)
 	policy_result_free(&pr);
 }
 
+/* An "ask" rule: neither allowed nor denied, with the rule's timeout; deny_args still win. */
+static void
+test_policy_ask(void **state)
+{
+	struct config c;
+	struct tool t;
+	struct session s;
+	struct rule r[3];
+	struct policy_result pr;
+	char *merge[] = { "pr", "merge", "1" };
+	char *web[] = { "pr", "merge", "--web" };
+	char *sum;
+
+	(void)state;
+	make_config(&c, &t, &s, r);
+	r[2].ask = 1;
+	r[2].timeout = 30;
+	assert_int_equal(policy_check(&c, &s, &t, merge, N(merge), NULL, &pr), 0);
+	assert_false(pr.allowed);
+	assert_true(pr.ask);
+	assert_int_equal(pr.ask_timeout, 30);
+	assert_string_equal(pr.rule, "tools.gh.rules[2]");
+	assert_null(pr.message);
+	policy_result_free(&pr);
+	assert_int_equal(policy_check(&c, &s, &t, web, N(web), NULL, &pr), 0);
+	assert_false(pr.ask);
+	assert_string_equal(pr.rule, "tools.gh.deny_args[0]");
+	policy_result_free(&pr);
+	sum = policy_allowed_summary(&c, &s);
+	assert_non_null(strstr(sum, "gh pr [ARGS] (after the operator approves)"));
+	free(sum);
+	sum = policy_tool_summary(&c, "gh");
+	assert_non_null(strstr(sum, "gh pr list [ARGS], gh pr [ARGS] (after the operator approves)"));
+	free(sum);
+}
+
 static void
 test_message_is_bounded(void **state)
 {
@@ -460,6 +496,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rule_matching),
 		cmocka_unit_test(test_policy_order),
+		cmocka_unit_test(test_policy_ask),
 		cmocka_unit_test(test_message_is_bounded),
 		cmocka_unit_test(test_gh_profile),
 		cmocka_unit_test(test_gh_context),
