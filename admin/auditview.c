@@ -199,6 +199,8 @@ auditview_cmd(struct admin *a, int argc, char **argv)
 	FILE *f;
 	int ch, follow = 0, json = 0;
 
+	if ((ch = auditverify_cmd(a, argc, argv)) >= 0)
+		return ch;	/* verify, pubkey, keygen */
 	adm_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "c:s:f", longopts, NULL)) != -1) {
 		if (ch == 's')
@@ -283,6 +285,8 @@ auditview_cmd(struct admin *a, int argc, char **argv)
 	return ADM_OK;
 usage:
 	fprintf(stderr, "usage: shimbridge audit [--session NAME] [--follow] [--file PATH] "
-	    "[--json]\n");
+	    "[--json]\n       shimbridge audit verify [--pubkey HEX|FILE] [FILE...]\n"
+	    "       shimbridge audit pubkey [KEYFILE]\n"
+	    "       shimbridge audit keygen [KEYFILE]\n");
 	return ADM_USAGE;
 }

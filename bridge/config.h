@@ -114,6 +114,8 @@ struct config {
 	int		  socket_mode;
 	char		 *audit_path;
 	int		  audit_syslog;	/* "audit": {"syslog": true} */
+	char		 *audit_sign_key;	/* audit.sign_key: checkpoint signing key file, or NULL */
+	char		 *audit_sign_key_credential; /* audit.sign_key_credential, or NULL */
 	char		 *state_dir;
 	char		 *runner;
 	uid_t		  runner_uid;

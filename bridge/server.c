@@ -27,6 +27,7 @@
 #include <jansson.h>
 
 #include "audit.h"
+#include "auditchain.h"
 #include "cgroup.h"
 #include "config.h"
 #include "conn.h"
@@ -280,6 +281,21 @@ server_sessions_removed(struct server *srv, const struct config *old,
 	}
 }
 
+/* Load the audit checkpoint signing key the config names (or drop it); 0 or -1, *cause. */
+static int
+server_audit_key(const struct config *c, char **cause)
+{
+	char *path;
+	int rc;
+
+	path = auditchain_key_path(c->audit_sign_key, c->audit_sign_key_credential, cause);
+	if (path == NULL && *cause != NULL)
+		return -1;
+	rc = audit_sign_key(path, cause);
+	free(path);
+	return rc;
+}
+
 /* SIGHUP: load the new config next to the old; swap only if it is valid. */
 static void
 server_reload(struct server *srv)
@@ -303,6 +319,11 @@ server_reload(struct server *srv)
 	}
 	if (strcmp(nc->socket_path, srv->cfg->socket_path) != 0)
 		log_warnx("socket path changes take effect at restart");
+	if (server_audit_key(nc, &cause) != 0) {
+		log_warnx("%s; checkpoints stay signed as before", cause);
+		free(cause);
+		cause = NULL;
+	}
 	if (audit_open(nc->audit_path, &cause) != 0) {
 		log_warnx("%s; audit stays on the old file", cause);
 		free(cause);
@@ -586,7 +607,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 			goto out;
 	} else
 		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");
-	if (audit_open(cfg->audit_path, cause) != 0)
+	if (server_audit_key(cfg, cause) != 0 || audit_open(cfg->audit_path, cause) != 0)
 		goto out;
 	/* Before the socket exists: whoever can connect finds the containment decided. */
 	{
