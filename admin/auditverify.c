@@ -5,6 +5,7 @@
  */
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -70,15 +71,11 @@ auditverify_default_files(const char *path, struct auditverify_file **out)
 
 			if (strncmp(s, base, blen) != 0 || (s[blen] != '.' && s[blen] != '-'))
 				continue;
-			if (strlen(s) > 3 && strcmp(s + strlen(s) - 3, ".gz") == 0) {
-				fprintf(stderr, "shimbridge: %s/%s is compressed and not read: "
-				    "decompress it and pass the files in order\n", dir, s);
-				continue;
-			}
 			if (s[blen] == '.') {
 				errno = 0;
 				num = strtoul(s + blen + 1, &end, 10);
-				if (*end != '\0' || end == s + blen + 1 || errno != 0)
+				if ((*end != '\0' && strcmp(end, ".gz") != 0) ||
+				    end == s + blen + 1 || errno != 0)
 					continue;
 				kind = 1;
 			} else
@@ -101,6 +98,72 @@ auditverify_default_files(const char *path, struct auditverify_file **out)
 	free(bcopy);
 	*out = f;
 	return n;
+}
+
+/* Whether a file name ends in .gz. */
+static int
+auditverify_gz(const char *path)
+{
+	size_t n = strlen(path);
+
+	return n > 3 && strcmp(path + n - 3, ".gz") == 0;
+}
+
+/*
+ * Open a file of the set for reading; a .gz file through `gzip -dc` (logrotate's
+ * compress), run directly with a clean environment. *pid is the child or -1.
+ */
+static FILE *
+auditverify_open(const char *path, pid_t *pid)
+{
+	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
+	int p[2], fd;
+	FILE *fp;
+
+	*pid = -1;
+	if (!auditverify_gz(path))
+		return fopen(path, "re");
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return NULL;
+	if (pipe2(p, O_CLOEXEC) != 0) {
+		close(fd);
+		return NULL;
+	}
+	if ((*pid = fork()) < 0) {
+		close(fd);
+		close(p[0]);
+		close(p[1]);
+		return NULL;
+	}
+	if (*pid == 0) {
+		char *const argv[] = { "gzip", "-dc", NULL };
+
+		if (dup2(fd, 0) < 0 || dup2(p[1], 1) < 0)
+			_exit(127);
+		execve("/bin/gzip", argv, envp);
+		_exit(127);
+	}
+	close(fd);
+	close(p[1]);
+	if ((fp = fdopen(p[0], "r")) == NULL)
+		close(p[0]);
+	return fp;
+}
+
+/* Close what auditverify_open opened; -1 when gzip failed. */
+static int
+auditverify_close(FILE *fp, pid_t pid)
+{
+	int status;
+
+	fclose(fp);
+	if (pid < 0)
+		return 0;
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR)
+			return -1;
+	}
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
 /* Read one line without its newline; 1 and *len, 0 at the end, -1 on error. *nl: it ended in one. */
@@ -130,10 +193,11 @@ auditverify_find_later(struct auditverify_file *f, size_t nf, size_t fi, unsigne
 	size_t cap = 0, len, i;
 	unsigned long ln;
 	int nl, found = 0;
+	pid_t pid;
 	FILE *fp;
 
 	for (i = fi; i < nf && !found; i++) {
-		if ((fp = fopen(f[i].path, "re")) == NULL)
+		if ((fp = auditverify_open(f[i].path, &pid)) == NULL)
 			continue;
 		for (ln = 1; !found && auditverify_getline(fp, &buf, &cap, &len, &nl) == 1; ln++) {
 			if (i == fi && ln <= line)
@@ -149,7 +213,7 @@ auditverify_find_later(struct auditverify_file *f, size_t nf, size_t fi, unsigne
 				found = 1;
 			}
 		}
-		fclose(fp);
+		(void)auditverify_close(fp, pid);
 	}
 	free(buf);
 	return found;
@@ -303,7 +367,7 @@ static void
 auditverify_report(struct auditchain_verify *v, struct auditverify_file *f, size_t nf,
     size_t fi, unsigned long line, const struct auditverify_at *prev)
 {
-	struct auditverify_at at = { f[fi].path, line }, later;
+	struct auditverify_at at = { f[fi].path, line }, later = { NULL, 0 };
 	const char *kind = auditchain_kind_name(v->kind);
 	int moved;
 
@@ -349,7 +413,8 @@ auditverify_verify(struct admin *a, int argc, char **argv)
 	struct adm_paths p;
 	size_t nf = 0, i, cap = 0, len;
 	unsigned long line;
-	int ch, nl, r, rc = ADM_OK, havepk = 0;
+	int ch, nl, r = 0, rc = ADM_OK, havepk = 0;
+	pid_t pid;
 	FILE *fp;
 
 	adm_getopt_reset();
@@ -389,7 +454,7 @@ auditverify_verify(struct admin *a, int argc, char **argv)
 	}
 	auditchain_verify_init(&v, havepk ? pk : NULL);
 	for (i = 0; i < nf && rc == ADM_OK; i++) {
-		if ((fp = fopen(f[i].path, "re")) == NULL) {
+		if ((fp = auditverify_open(f[i].path, &pid)) == NULL) {
 			fprintf(stderr, "shimbridge: cannot open %s: %s\n", f[i].path,
 			    strerror(errno));
 			rc = ADM_FAIL;
@@ -417,7 +482,11 @@ auditverify_verify(struct admin *a, int argc, char **argv)
 			    strerror(errno));
 			rc = ADM_FAIL;
 		}
-		fclose(fp);
+		if (auditverify_close(fp, pid) != 0 && rc == ADM_OK) {
+			fprintf(stderr, "shimbridge: cannot decompress %s (gzip -dc failed)\n",
+			    f[i].path);
+			rc = ADM_FAIL;
+		}
 	}
 	if (rc == ADM_OK && !v.started) {
 		printf("no chained records in %zu file(s)%s\n", nf, v.legacy > 0 ?

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "admin.h"
+#include "auditchain.h"
 #include "util.h"
 
 #define AUDITVIEW_POLL_MS	250
@@ -63,6 +64,15 @@ auditview_result(json_t *o, const char *event)
 			    auditview_str(o, "config_version") : "?");
 		else
 			xasprintf(&r, "rejected: %s", reason != NULL ? reason : "?");
+		return r;
+	}
+	if (strcmp(event, AUDITCHAIN_EVENT) == 0) {
+		v = json_object_get(o, "seq");
+		xasprintf(&r, "%s, seq %lld%s%s", reason != NULL ? reason : "?",
+		    json_is_integer(v) ? (long long)json_integer_value(v) : -1LL,
+		    json_is_string(json_object_get(o, "sig")) ? ", signed" : "",
+		    auditview_str(o, "chain") != NULL &&
+		    strcmp(auditview_str(o, "chain"), "new") == 0 ? ", new chain" : "");
 		return r;
 	}
 	if (strcmp(event, "allowed") == 0)

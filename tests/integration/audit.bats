@@ -95,7 +95,8 @@ PYEOF
 	# the table view still reads the log
 	run "$SB_BUILD/shimbridge" -c "$SB_CONFIG" audit
 	[ "$status" = 0 ]
-	[[ $output == *audit-checkpoint* ]]
+	[[ $output == *"audit-checkpoint"*"start, seq 1, new chain"* ]]
+	[[ $output == *"stop, seq 8"* ]]
 }
 
 @test "an edited field: edited, at the line that was changed" {
@@ -190,6 +191,13 @@ open(p, "w").write("".join(l))' "$SB_AUDIT"
 	echo "$output"
 	[ "$status" = 0 ]
 	[[ $output == "OK: "*" in 3 file(s), seq 1.."* ]]
+	# logrotate's compress: the oldest file as .gz is read through gzip -dc
+	gzip "$SB_AUDIT.2"
+	run verify
+	echo "$output"
+	[ "$status" = 0 ]
+	[[ $output == "OK: "*" in 3 file(s), seq 1.."* ]]
+	gunzip "$SB_AUDIT.2.gz"
 	# the same files given in another order break the chain
 	run verify "$SB_AUDIT.1" "$SB_AUDIT.2" "$SB_AUDIT"
 	[ "$status" = 2 ]
