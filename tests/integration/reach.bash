@@ -34,8 +34,12 @@ rc_setup_file() {
 	echo $! >"$RC_UP/pid"
 	sb_fakegh_start "$RC_TOKEN"
 	sb_wait_for 10 test -s "$RC_UP/port"
+	# The git helper is never the sanitized one: ASan cannot map its shadow memory under
+	# the RLIMIT_AS the daemon gives its children (as in gitbridge.bats).
+	local helper=$SB_BUILD/shimbridge-git
+	case $SB_BUILD in */san) helper=${SB_BUILD%/san}/shimbridge-git ;; esac
 	mkdir -p "$SB_DIR/libexec"
-	install -m 0755 "$SB_BUILD/shimbridge-git" "$SB_DIR/libexec/shimbridge-git"
+	install -m 0755 "$helper" "$SB_DIR/libexec/shimbridge-git"
 	sb_config <<EOF
 { $(sb_config_head)
   "secrets": {"github": {"source": "file", "path": "$SB_DIR/etc/gh.token"},
