@@ -4,10 +4,13 @@
  * escaped by the JSON encoder; secret values are redacted before writing. Every
  * line is sealed into a hash chain (auditchain.h): it ends with its sequence
  * number and the hash of the line before. Each open of the file (start, SIGHUP,
- * SIGUSR1) and the stop write a checkpoint record, signed when a key is loaded.
+ * SIGUSR1), the stop and (audit_checkpoint_every) a timer write a checkpoint
+ * record, signed when a key is loaded.
  */
 #ifndef SHIMBRIDGE_AUDIT_H
 #define SHIMBRIDGE_AUDIT_H
+
+#include <time.h>
 
 #include <jansson.h>
 
@@ -30,6 +33,10 @@ int	audit_sign_key(const char *path, char **cause);
 void	audit_reopen(const char *path);
 /* Also send each record, redacted, to syslog(3) with facility authpriv (1) or stop (0). */
 void	audit_syslog(int on);
+/* Also write a checkpoint every seconds while records come in (0: only at open and stop). */
+void	audit_checkpoint_every(int seconds);
+/* Called every second: write the periodic checkpoint when it is due. */
+void	audit_tick(time_t now);
 /* Write obj (consumed) with "time" added, redacted with r (may be NULL). */
 void	audit_write(json_t *obj, const struct redact *r);
 

@@ -800,7 +800,8 @@ parse_main(struct loader *l, json_t *root, struct config *c)
 {
 	static const char *const keys[] = { "socket", "runner", "audit_log", "state_dir",
 	    "sessions_dir", "limits", "secrets", "tools", "sessions", "git", "store", "audit", NULL };
-	static const char *const akeys[] = { "syslog", "sign_key", "sign_key_credential", NULL };
+	static const char *const akeys[] = { "syslog", "sign_key", "sign_key_credential",
+	    "checkpoint_interval", NULL };
 	static const char *const stkeys[] = { "path", "key", "key_credential", NULL };
 	static const char *const skeys[] = { "path", "group", "mode", NULL };
 	static const char *const lkeys[] = { "max_connections", "max_per_session",
@@ -863,6 +864,10 @@ parse_main(struct loader *l, json_t *root, struct config *c)
 			return lerr(l, "audit.sign_key", "must be an absolute path");
 		if (c->audit_sign_key != NULL && c->audit_sign_key_credential != NULL)
 			return lerr(l, "audit", "give sign_key or sign_key_credential, not both");
+		v = c->audit_checkpoint_interval;
+		if (get_int(l, e, "audit", "checkpoint_interval", 0, 86400, &v) != 0)
+			return -1;
+		c->audit_checkpoint_interval = (int)v;
 		if (c->audit_sign_key_credential != NULL &&
 		    (c->audit_sign_key_credential[0] == '\0' ||
 		    strchr(c->audit_sign_key_credential, '/') != NULL))

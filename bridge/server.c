@@ -129,6 +129,7 @@ server_sweep(evutil_socket_t fd, short what, void *arg)
 		server_kill_orphans(srv);
 	cgroup_sweep();
 	renew_sweep(srv->base, srv->keyring, srv->cfg);
+	audit_tick(now);
 }
 
 /* Refuse a connection before a conn exists: audit it, best-effort error frame, close. */
@@ -336,6 +337,7 @@ server_reload(struct server *srv)
 	}
 	free(warn);
 	audit_syslog(nc->audit_syslog);
+	audit_checkpoint_every(nc->audit_checkpoint_interval);
 	server_sessions_removed(srv, srv->cfg, nc);
 	config_unref(srv->cfg);
 	srv->cfg = nc;
@@ -600,6 +602,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	if (hygiene_mkdir_root(srv.mirror_dir, 0711, 1, cause) != 0)
 		goto out;
 	audit_syslog(cfg->audit_syslog);
+	audit_checkpoint_every(cfg->audit_checkpoint_interval);
 	if (server_jail) {
 		/* Only a mount point for the jails' roots, each in its own mount namespace. */
 		xasprintf(&srv.jail_root, "%s/jail", cfg->state_dir);

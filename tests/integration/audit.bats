@@ -316,6 +316,32 @@ PYEOF
 	[[ $output == *bad-signature* ]]
 }
 
+@test "audit.checkpoint_interval: a signed checkpoint follows new records within the interval" {
+	aud_config '"audit": {"sign_key": "'"$SB_DIR/etc/audit.key"'", "checkpoint_interval": 1}'
+	"$SB_BUILD/shimbridge" -c "$SB_CONFIG" audit keygen
+	sb_start
+	calls 1
+	sb_wait_for 20 grep -q '"reason":"interval"' "$SB_AUDIT"
+	grep '"reason":"interval"' "$SB_AUDIT" | head -n 1 | grep -q '"sig":"[0-9a-f]\{128\}"}$'
+	# it comes after the call's records, and signs them
+	"$PY" - "$SB_AUDIT" <<'PYEOF'
+import json, sys
+ev = [json.loads(l)["event"] for l in open(sys.argv[1])]
+i = [n for n, r in enumerate(open(sys.argv[1])) if '"reason":"interval"' in r][0]
+assert "done" in ev[:i], ev
+PYEOF
+	run verify
+	echo "$output"
+	[ "$status" = 0 ]
+	[[ $output == *"signatures verified"* ]]
+	sb_stop
+	run "$SB_BUILD/shimbridged" -c "$SB_CONFIG" --check-no-secrets
+	[ "$status" = 0 ]
+	aud_config '"audit": {"checkpoint_interval": -1}'
+	run "$SB_BUILD/shimbridged" -c "$SB_CONFIG" --check-no-secrets
+	[ "$status" -ne 0 ]
+}
+
 @test "audit.sign_key must be absolute; a key file others may read stops the start" {
 	aud_config '"audit": {"sign_key": "audit.key"}'
 	run "$SB_BUILD/shimbridged" -c "$SB_CONFIG" --check-no-secrets
