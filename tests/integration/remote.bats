@@ -198,10 +198,10 @@ rm_as() {
 	runuser -u sbt-mallory -- test -S "$RM_SOCK"
 	run rm_as sbt-mallory gh api user
 	echo "$output"
-	[ "$status" -ne 0 ]
+	[ "$status" -eq 122 ]	# the shim's "bridge unreachable or not allowed"
 	[[ $output == *"ermission denied"* ]]
 	run rm_as sbt-bob gh api user
-	[ "$status" -ne 0 ]
+	[ "$status" -eq 122 ]
 	# nothing reached the bridge
 	[ "$(wc -l <"$SB_AUDIT")" -eq "$n" ]
 }
@@ -210,7 +210,7 @@ rm_as() {
 	rm_unforward
 	[ -S "$RM_SOCK" ]	# sshd leaves the socket file behind
 	run rm_as sbt-remote gh api user
-	[ "$status" -ne 0 ]
+	[ "$status" -eq 122 ]
 	rm_forward
 	run rm_as sbt-remote gh api user
 	echo "$output"
