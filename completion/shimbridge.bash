@@ -87,6 +87,8 @@ _shimbridge()
         case "${cmd[0]-} ${cmd[1]-}" in
         "status "* | "secret list" | "session list") opts+=" --json" ;;
         "check "*) opts+=" --no-secrets --offline" ;;
+        "audit verify") opts+=" --pubkey" ;;
+        "audit pubkey" | "audit keygen") ;;
         "audit "*) opts+=" --session --follow --file --json" ;;
         "session add") opts+=" --user --workspace --tools --repo" ;;
         "session remove") opts+=" --keep-workspace --keep-mirrors" ;;
@@ -106,6 +108,7 @@ _shimbridge()
         secret) COMPREPLY=($(compgen -W "init set list rm" -- "$cur")) ;;
         session) COMPREPLY=($(compgen -W "add list remove exec" -- "$cur")) ;;
         mirror) COMPREPLY=($(compgen -W "list prune" -- "$cur")) ;;
+        audit) COMPREPLY=($(compgen -W "verify pubkey keygen" -- "$cur")) ;;
         esac
         ;;
     2)
