@@ -206,6 +206,21 @@ audit_sign_key(const char *path, char **cause)
 	return 0;
 }
 
+/* Load the key the config names (a file or a systemd credential), or drop it. */
+int
+audit_sign_key_config(const char *file, const char *credential, char **cause)
+{
+	char *path;
+	int rc;
+
+	path = auditchain_key_path(file, credential, cause);
+	if (path == NULL && *cause != NULL)
+		return -1;
+	rc = audit_sign_key(path, cause);
+	free(path);
+	return rc;
+}
+
 /*
  * Open the audit file for appending. It belongs to root and to the group of its
  * directory; that group may read it (mode 0640) when it is not root's group and

@@ -29,6 +29,11 @@ void	audit_close(void);
  * or drop it with path NULL. On failure the key loaded before stays; -1, *cause.
  */
 int	audit_sign_key(const char *path, char **cause);
+/*
+ * The same from the config: the key file audit.sign_key, or the systemd
+ * credential audit.sign_key_credential, or (both NULL) no key.
+ */
+int	audit_sign_key_config(const char *file, const char *credential, char **cause);
 /* Log rotation: reopen path, keeping the old file (and logging why) on failure. */
 void	audit_reopen(const char *path);
 /* Also send each record, redacted, to syslog(3) with facility authpriv (1) or stop (0). */

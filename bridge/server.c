@@ -27,7 +27,6 @@
 #include <jansson.h>
 
 #include "audit.h"
-#include "auditchain.h"
 #include "cgroup.h"
 #include "config.h"
 #include "conn.h"
@@ -282,21 +281,6 @@ server_sessions_removed(struct server *srv, const struct config *old,
 	}
 }
 
-/* Load the audit checkpoint signing key the config names (or drop it); 0 or -1, *cause. */
-static int
-server_audit_key(const struct config *c, char **cause)
-{
-	char *path;
-	int rc;
-
-	path = auditchain_key_path(c->audit_sign_key, c->audit_sign_key_credential, cause);
-	if (path == NULL && *cause != NULL)
-		return -1;
-	rc = audit_sign_key(path, cause);
-	free(path);
-	return rc;
-}
-
 /* SIGHUP: load the new config next to the old; swap only if it is valid. */
 static void
 server_reload(struct server *srv)
@@ -320,7 +304,9 @@ server_reload(struct server *srv)
 	}
 	if (strcmp(nc->socket_path, srv->cfg->socket_path) != 0)
 		log_warnx("socket path changes take effect at restart");
-	if (server_audit_key(nc, &cause) != 0) {
+	audit_checkpoint_every(nc->audit_checkpoint_interval);
+	if (audit_sign_key_config(nc->audit_sign_key, nc->audit_sign_key_credential,
+	    &cause) != 0) {
 		log_warnx("%s; checkpoints stay signed as before", cause);
 		free(cause);
 		cause = NULL;
@@ -337,7 +323,6 @@ server_reload(struct server *srv)
 	}
 	free(warn);
 	audit_syslog(nc->audit_syslog);
-	audit_checkpoint_every(nc->audit_checkpoint_interval);
 	server_sessions_removed(srv, srv->cfg, nc);
 	config_unref(srv->cfg);
 	srv->cfg = nc;
@@ -602,7 +587,6 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	if (hygiene_mkdir_root(srv.mirror_dir, 0711, 1, cause) != 0)
 		goto out;
 	audit_syslog(cfg->audit_syslog);
-	audit_checkpoint_every(cfg->audit_checkpoint_interval);
 	if (server_jail) {
 		/* Only a mount point for the jails' roots, each in its own mount namespace. */
 		xasprintf(&srv.jail_root, "%s/jail", cfg->state_dir);
@@ -610,7 +594,9 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 			goto out;
 	} else
 		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");
-	if (server_audit_key(cfg, cause) != 0 || audit_open(cfg->audit_path, cause) != 0)
+	audit_checkpoint_every(cfg->audit_checkpoint_interval);
+	if (audit_sign_key_config(cfg->audit_sign_key, cfg->audit_sign_key_credential,
+	    cause) != 0 || audit_open(cfg->audit_path, cause) != 0)
 		goto out;
 	/* Before the socket exists: whoever can connect finds the containment decided. */
 	{
