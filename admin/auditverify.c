@@ -166,7 +166,7 @@ auditverify_close(FILE *fp, pid_t pid)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
-/* Read one line without its newline; 1 and *len, 0 at the end, -1 on error. *nl: it ended in one. */
+/* One line without its newline: 1 and *len (*nl: it had one), 0 at the end, -1 on error. */
 static int
 auditverify_getline(FILE *fp, char **buf, size_t *cap, size_t *len, int *nl)
 {
@@ -185,8 +185,9 @@ auditverify_getline(FILE *fp, char **buf, size_t *cap, size_t *len, int *nl)
  * a record with seq in [from, to] comes later (the records were moved), else 0.
  */
 static int
-auditverify_find_later(struct auditverify_file *f, size_t nf, size_t fi, unsigned long line,
-    unsigned long long from, unsigned long long to, struct auditverify_at *where)
+auditverify_find_later(struct auditverify_file *f, size_t nf, size_t fi,
+    unsigned long line, unsigned long long from, unsigned long long to,
+    struct auditverify_at *where)
 {
 	struct auditchain_rec r;
 	char *buf = NULL, *cause = NULL;
@@ -256,10 +257,10 @@ auditverify_config_key(const char *config, int *cred)
 	return r;
 }
 
-/* The public key of the configured signing key (needs read access to it); 0, or -1 with a message. */
+/* The public key of the configured signing key (read access needed); 0, or -1 (a message). */
 static int
-auditverify_own_pubkey(const char *config, const char *file, unsigned char pk[AUDITCHAIN_PK],
-    int quiet)
+auditverify_own_pubkey(const char *config, const char *file,
+    unsigned char pk[AUDITCHAIN_PK], int quiet)
 {
 	unsigned char *sk;
 	char *path, *cause = NULL;

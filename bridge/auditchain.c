@@ -1,4 +1,4 @@
-/* The audit log's hash chain: sealing, signing, parsing and verifying records (auditchain.h). */
+/* The audit log's hash chain: sealing, signing, parsing, verifying records (auditchain.h). */
 #include <sys/stat.h>
 
 #include <errno.h>
@@ -293,7 +293,8 @@ auditchain_key_path(const char *file, const char *credential, char **cause)
 
 /* The last record of an open file. */
 int
-auditchain_tail(int fd, unsigned long long *seq, unsigned char hash[AUDITCHAIN_HASH], int *torn)
+auditchain_tail(int fd, unsigned long long *seq, unsigned char hash[AUDITCHAIN_HASH],
+    int *torn)
 {
 	struct auditchain_rec r;
 	struct stat st;

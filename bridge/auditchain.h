@@ -124,7 +124,10 @@ struct auditchain_verify {
 	char		*why;		/* the broken link, explained (owned) */
 };
 
-/* Start verifying; pk is the required signer (NULL: signatures checked against the key the log names). */
+/*
+ * Start verifying; pk is the required signer (NULL: signatures are checked
+ * against the key the checkpoints name).
+ */
 void	auditchain_verify_init(struct auditchain_verify *, const unsigned char *pk);
 /*
  * Check the next line (without newline; first_file is 1 while reading the first

@@ -1,4 +1,4 @@
-/* Unit tests: the audit hash chain (bridge/auditchain.c): sealing, parsing, signing, the tail read and the verifier. */
+/* Unit tests: the audit hash chain (bridge/auditchain.c): seal, parse, sign, tail, verifier. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
