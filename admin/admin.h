@@ -131,6 +131,8 @@ int	 sessions_cmd(struct admin *, int argc, char **argv);
 int	 check_cmd(struct admin *, int argc, char **argv);
 /* auditview.c */
 int	 auditview_cmd(struct admin *, int argc, char **argv);
+/* auditverify.c: audit verify|pubkey|keygen; -1 when argv[1] is none of them. */
+int	 auditverify_cmd(struct admin *, int argc, char **argv);
 /* mirrors.c */
 int	 mirrors_cmd(struct admin *, int argc, char **argv);
 /* Remove all mirrors of a session (those in use are kept and named). 0, or -1. */

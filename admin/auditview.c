@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "admin.h"
+#include "auditchain.h"
 #include "util.h"
 
 #define AUDITVIEW_POLL_MS	250
@@ -63,6 +64,15 @@ auditview_result(json_t *o, const char *event)
 			    auditview_str(o, "config_version") : "?");
 		else
 			xasprintf(&r, "rejected: %s", reason != NULL ? reason : "?");
+		return r;
+	}
+	if (strcmp(event, AUDITCHAIN_EVENT) == 0) {
+		v = json_object_get(o, "seq");
+		xasprintf(&r, "%s, seq %lld%s%s", reason != NULL ? reason : "?",
+		    json_is_integer(v) ? (long long)json_integer_value(v) : -1LL,
+		    json_is_string(json_object_get(o, "sig")) ? ", signed" : "",
+		    auditview_str(o, "chain") != NULL &&
+		    strcmp(auditview_str(o, "chain"), "new") == 0 ? ", new chain" : "");
 		return r;
 	}
 	if (strcmp(event, "allowed") == 0)
@@ -199,6 +209,8 @@ auditview_cmd(struct admin *a, int argc, char **argv)
 	FILE *f;
 	int ch, follow = 0, json = 0;
 
+	if ((ch = auditverify_cmd(a, argc, argv)) >= 0)
+		return ch;	/* verify, pubkey, keygen */
 	adm_getopt_reset();
 	while ((ch = getopt_long(argc, argv, "c:s:f", longopts, NULL)) != -1) {
 		if (ch == 's')
@@ -283,6 +295,8 @@ auditview_cmd(struct admin *a, int argc, char **argv)
 	return ADM_OK;
 usage:
 	fprintf(stderr, "usage: shimbridge audit [--session NAME] [--follow] [--file PATH] "
-	    "[--json]\n");
+	    "[--json]\n       shimbridge audit verify [--pubkey HEX|FILE] [FILE...]\n"
+	    "       shimbridge audit pubkey [KEYFILE]\n"
+	    "       shimbridge audit keygen [KEYFILE]\n");
 	return ADM_USAGE;
 }

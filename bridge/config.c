@@ -861,7 +861,8 @@ parse_main(struct loader *l, json_t *root, struct config *c)
 	static const char *const keys[] = { "socket", "runner", "audit_log", "state_dir",
 	    "sessions_dir", "limits", "secrets", "tools", "sessions", "git", "store", "audit",
 	    "approval", NULL };
-	static const char *const akeys[] = { "syslog", NULL };
+	static const char *const akeys[] = { "syslog", "sign_key", "sign_key_credential",
+	    "checkpoint_interval", NULL };
 	static const char *const stkeys[] = { "path", "key", "key_credential", NULL };
 	static const char *const skeys[] = { "path", "group", "mode", NULL };
 	static const char *const lkeys[] = { "max_connections", "max_per_session",
@@ -914,8 +915,25 @@ parse_main(struct loader *l, json_t *root, struct config *c)
 
 		if (!json_is_object(e) || check_keys(l, e, "audit", akeys) != 0 ||
 		    (sl != NULL && !json_is_boolean(sl)))
-			return lerr(l, "audit", "expected {\"syslog\": true or false}");
+			return lerr(l, "audit", "expected {\"syslog\": true or false, "
+			    "\"sign_key\" or \"sign_key_credential\"}");
 		c->audit_syslog = json_is_true(sl);
+		if (get_str(l, e, "audit", "sign_key", &c->audit_sign_key) != 0 ||
+		    get_str(l, e, "audit", "sign_key_credential", &c->audit_sign_key_credential) != 0)
+			return -1;
+		if (c->audit_sign_key != NULL && c->audit_sign_key[0] != '/')
+			return lerr(l, "audit.sign_key", "must be an absolute path");
+		if (c->audit_sign_key != NULL && c->audit_sign_key_credential != NULL)
+			return lerr(l, "audit", "give sign_key or sign_key_credential, not both");
+		v = c->audit_checkpoint_interval;
+		if (get_int(l, e, "audit", "checkpoint_interval", 0, 86400, &v) != 0)
+			return -1;
+		c->audit_checkpoint_interval = (int)v;
+		if (c->audit_sign_key_credential != NULL &&
+		    (c->audit_sign_key_credential[0] == '\0' ||
+		    strchr(c->audit_sign_key_credential, '/') != NULL))
+			return lerr(l, "audit.sign_key_credential", "must be a credential name "
+			    "without '/'");
 	}
 	lim = json_object_get(root, "limits");
 	if (lim != NULL) {
@@ -1444,6 +1462,8 @@ config_unref(struct config *c)
 	free(c->store_path);
 	free(c->store_key);
 	free(c->store_key_credential);
+	free(c->audit_sign_key);
+	free(c->audit_sign_key_credential);
 	free(c->git_path);
 	free(c->git_helper);
 	free(c->path);

@@ -129,6 +129,9 @@ struct config {
 	int		  socket_mode;
 	char		 *audit_path;
 	int		  audit_syslog;	/* "audit": {"syslog": true} */
+	char		 *audit_sign_key;	/* audit.sign_key: checkpoint signing key file, or NULL */
+	char		 *audit_sign_key_credential; /* audit.sign_key_credential, or NULL */
+	int		  audit_checkpoint_interval; /* seconds between checkpoints; 0: only at open/stop */
 	char		 *state_dir;
 	char		 *runner;
 	uid_t		  runner_uid;

@@ -130,6 +130,7 @@ server_sweep(evutil_socket_t fd, short what, void *arg)
 		server_kill_orphans(srv);
 	cgroup_sweep();
 	renew_sweep(srv->base, srv->keyring, srv->cfg);
+	audit_tick(now);
 }
 
 /* Refuse a connection before a conn exists: audit it, best-effort error frame, close. */
@@ -305,6 +306,13 @@ server_reload(struct server *srv)
 	}
 	if (strcmp(nc->socket_path, srv->cfg->socket_path) != 0)
 		log_warnx("socket path changes take effect at restart");
+	audit_checkpoint_every(nc->audit_checkpoint_interval);
+	if (audit_sign_key_config(nc->audit_sign_key, nc->audit_sign_key_credential,
+	    &cause) != 0) {
+		log_warnx("%s; checkpoints stay signed as before", cause);
+		free(cause);
+		cause = NULL;
+	}
 	if (audit_open(nc->audit_path, &cause) != 0) {
 		log_warnx("%s; audit stays on the old file", cause);
 		free(cause);
@@ -590,7 +598,9 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 			goto out;
 	} else
 		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");
-	if (audit_open(cfg->audit_path, cause) != 0)
+	audit_checkpoint_every(cfg->audit_checkpoint_interval);
+	if (audit_sign_key_config(cfg->audit_sign_key, cfg->audit_sign_key_credential,
+	    cause) != 0 || audit_open(cfg->audit_path, cause) != 0)
 		goto out;
 	/* Before the socket exists: whoever can connect finds the containment decided. */
 	{

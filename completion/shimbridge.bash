@@ -101,6 +101,8 @@ _shimbridge()
         case "${cmd[0]-} ${cmd[1]-}" in
         "status "* | "secret list" | "session list") opts+=" --json" ;;
         "check "*) opts+=" --no-secrets --offline" ;;
+        "audit verify") opts+=" --pubkey" ;;
+        "audit pubkey" | "audit keygen") ;;
         "audit "*) opts+=" --session --follow --file --json" ;;
         "session add") opts+=" --user --workspace --tools --repo" ;;
         "session remove") opts+=" --keep-workspace --keep-mirrors" ;;
@@ -125,6 +127,7 @@ _shimbridge()
         session) COMPREPLY=($(compgen -W "add list remove exec" -- "$cur")) ;;
         mirror) COMPREPLY=($(compgen -W "list prune" -- "$cur")) ;;
         approve | deny) COMPREPLY=($(compgen -W "$(_shimbridge_pending)" -- "$cur")) ;;
+        audit) COMPREPLY=($(compgen -W "verify pubkey keygen" -- "$cur")) ;;
         esac
         ;;
     2)

@@ -6,12 +6,12 @@ set -eu
 PKGS="build-essential pkg-config clang libclang-rt-14-dev llvm libevent-dev libssl-dev libjansson-dev
 libsodium-dev libcmocka-dev musl-tools git gh bats python3 valgrind shellcheck openssl
 file sudo procps util-linux passwd systemd ca-certificates libcurl4-openssl-dev jq
-dpkg-dev debhelper lintian mandoc bash-completion zsh"
+dpkg-dev debhelper lintian mandoc bash-completion zsh openssh-server openssh-client bubblewrap"
 
 missing=0
 for c in cc make clang musl-gcc git gh bats /usr/bin/python3 valgrind shellcheck openssl \
 	file sudo pgrep runuser setpriv useradd systemd-analyze jq \
-	dpkg-buildpackage dh lintian mandoc zsh; do
+	dpkg-buildpackage dh lintian mandoc zsh ssh ssh-keygen /usr/sbin/sshd bwrap; do
 	command -v "$c" >/dev/null 2>&1 || { missing=1; break; }
 done
 for h in /usr/include/event2/event.h /usr/include/event2/bufferevent_ssl.h \

@@ -110,6 +110,9 @@ with open(sys.argv[1], "ab", buffering=0) as out:
 	as sbt-alice sh -c 'echo "$MY_TOKEN"; echo "'"$SECRET"'" >/dev/null'
 	sb_wait_for 5 grep -q '"event":"done"' "$SB_DIR/log/syslog"
 	sb_stop
+	# the same records as the file, the stop checkpoint last (a datagram the listener
+	# may still be writing)
+	sb_wait_for 5 eval '[ "$(grep -c "shimbridged\[" "$SB_DIR/log/syslog")" -eq "$(wc -l <"$SB_AUDIT")" ]'
 	cat "$SB_DIR/log/syslog"
 	# <86> = authpriv (10) * 8 + info (6)
 	grep -q -E '^<86>.*shimbridged\[[0-9]+\]: \{"event":"allowed"' "$SB_DIR/log/syslog"
