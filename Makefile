@@ -37,8 +37,9 @@ obj   = $(patsubst %.c,$(B)/o/%.o,$(1))
 sobj  = $(patsubst %.c,$(B)/san/obj/%.o,$(1))
 fobj  = $(patsubst %.c,$(B)/fuzz/%.o,$(1))
 
-PROGS      := $(B)/shimbridged $(B)/shimbridge $(B)/shimbridge-git $(B)/shim
-SANPROGS   := $(B)/san/shimbridged $(B)/san/shim $(B)/san/shimbridge-git $(B)/san/shimbridge
+PROGS      := $(B)/shimbridged $(B)/shimbridge $(B)/shimbridge-git $(B)/shim $(B)/shimbridge-jail
+SANPROGS   := $(B)/san/shimbridged $(B)/san/shim $(B)/san/shimbridge-git $(B)/san/shimbridge \
+	      $(B)/san/shimbridge-jail
 UNITS      := $(patsubst tests/unit/%.c,$(B)/unit/%,$(UNIT_SRC))
 SANUNITS   := $(patsubst tests/unit/%.c,$(B)/unit-san/%,$(UNIT_SRC))
 FUZZERS    := $(patsubst tests/fuzz/%.c,$(B)/fuzzers/%,$(FUZZ_SRC))
@@ -121,6 +122,18 @@ $(B)/shim: $(SHIM_SRC) $(SHIM_COMMON) $(HDRS) | deps-shim
 	@mkdir -p $(B)
 	$(MUSLCC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -DSHIMBRIDGE_SHIM -Icommon $(WARN) \
 	  -Ishim -Os -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s -o $@ $(SHIM_SRC) $(SHIM_COMMON)
+
+# The jail's init (docs/JAIL.md): static, musl, small; exec'd by the daemon for every
+# jail, so it must start fast and hold nothing of the daemon. The sanitized daemon
+# finds it next to itself too.
+JAIL_SRC := jail/main.c bridge/jail.c common/jailmsg.c common/hygiene.c common/util.c
+$(B)/shimbridge-jail: $(JAIL_SRC) $(HDRS) | deps-shim
+	@mkdir -p $(B)
+	$(MUSLCC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_JAIL_INIT -Icommon -Ibridge $(WARN) \
+	  -Os -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s -o $@ $(JAIL_SRC)
+$(B)/san/shimbridge-jail: $(B)/shimbridge-jail
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(B)/san/shimbridged: $(call sobj,bridge/main.c $(DAEMON_SRC)) $(B)/san/libshimbridge.a
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)

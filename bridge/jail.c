@@ -23,9 +23,12 @@
 #include <unistd.h>
 
 #include "jail.h"
+#ifndef SHIMBRIDGE_JAIL_INIT
 #include "log.h"
 #include "util.h"
+#endif
 
+#ifndef SHIMBRIDGE_JAIL_INIT
 /* An empty spec for one request. */
 void
 jail_spec_init(struct jail_spec *s, const char *root, int netns_fd, const char *tmp)
@@ -65,6 +68,8 @@ jail_is_system_path(const char *path)
 	return 0;
 }
 
+#endif /* !SHIMBRIDGE_JAIL_INIT */
+
 #if defined(__linux__)
 
 /*
@@ -91,16 +96,18 @@ static const struct {
 	{ "/dev/stdout", "/proc/self/fd/1" }, { "/dev/stderr", "/proc/self/fd/2" },
 };
 
+#ifndef SHIMBRIDGE_JAIL_INIT
 /* The namespaces every jail gets; the netns only when none is given to join. */
 int
 jail_clone_flags(const struct jail *j)
 {
 	int f = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
 
-	if (j->netns_fd == JAIL_NET_NEW)
+	if (j->netns_fd == JAIL_NET_NEW || j->netns_fd == JAIL_NET_NEW_LO)
 		f |= CLONE_NEWNET;
 	return f;
 }
+#endif
 
 /* buf = root + path, without allocating; -1 (ENAMETOOLONG) if it does not fit. */
 static int
@@ -294,7 +301,7 @@ jail_enter(const struct jail *j)
 }
 
 /* Bring loopback up in the calling thread's network namespace. */
-static int
+int
 jail_lo_up(void)
 {
 	struct ifreq ifr;
@@ -312,6 +319,7 @@ jail_lo_up(void)
 	return rc;
 }
 
+#ifndef SHIMBRIDGE_JAIL_INIT
 /* A netns with loopback up and a listener inside, made from this thread and left again. */
 int
 jail_netns_listen(int *netns_fd, int *listen_fd, int *port, char **cause)
@@ -368,6 +376,7 @@ back:
 		*port = 0;
 	return rc;
 }
+#endif /* !SHIMBRIDGE_JAIL_INIT */
 
 #else /* !__linux__ */
 

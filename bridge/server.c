@@ -515,7 +515,8 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	if (server_jail) {
 		/* Only a mount point for the jails' roots, each in its own mount namespace. */
 		xasprintf(&srv.jail_root, "%s/jail", cfg->state_dir);
-		if (hygiene_mkdir_root(srv.jail_root, 0700, 1, cause) != 0)
+		if (hygiene_mkdir_root(srv.jail_root, 0700, 1, cause) != 0 ||
+		    spawn_jail_find(cause) != 0)
 			goto out;
 	} else
 		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");
