@@ -29,7 +29,7 @@ LIB_SRC    := $(COMMON_SRC) bridge/redact.c
 DAEMON_SRC := $(filter-out bridge/redact.c,$(BRIDGE_SRC))
 # The daemon's own modules: loop, peers, jobs, ops, renewals, the credential injector.
 DAEMON_ONLY := bridge/server.c bridge/conn.c bridge/job.c bridge/ops.c bridge/renew.c \
-	      bridge/inject.c bridge/ghinject.c $(wildcard bridge/op-*.c)
+	      bridge/inject.c bridge/ghinject.c bridge/zygote.c $(wildcard bridge/op-*.c)
 ADMIN_BRIDGE := $(filter-out $(DAEMON_ONLY),$(DAEMON_SRC))
 
 # Object sets: normal ($(B)/o), sanitized ($(B)/san), fuzzing ($(B)/fuzz).
@@ -145,10 +145,10 @@ $(B)/san/shim: $(call sobj,$(SHIM_SRC) $(SHIM_COMMON))
 	$(CC) $(SANFLAGS) -o $@ $^
 san: $(SANPROGS)
 
-$(B)/unit/%: $(call obj,tests/unit/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test
+$(B)/unit/%: $(call obj,tests/unit/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test $(B)/shimbridge-jail
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LIBS) -lcmocka
-$(B)/unit-san/%: $(call sobj,tests/unit/%.c) $(call sobj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test
+$(B)/unit-san/%: $(call sobj,tests/unit/%.c) $(call sobj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test $(B)/shimbridge-jail
 	@mkdir -p $(dir $@)
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS) -lcmocka
 $(B)/fuzzers/%: $(call fobj,tests/fuzz/%.c) $(call fobj,$(BRIDGE_SRC) $(COMMON_SRC) $(filter-out gitserve/main.c,$(GIT_SRC)) admin/probehdr.c)

@@ -37,6 +37,7 @@
 #include "server.h"
 #include "spawn.h"
 #include "util.h"
+#include "zygote.h"
 
 /* Requests of a session in flight. */
 int
@@ -61,7 +62,8 @@ server_kill_orphans(struct server *srv)
 	pid_t *keep = job_live_pids(&n);
 	int killed;
 
-	(void)srv;
+	/* The pools' waiting inits are our children too. */
+	zygote_pids(srv->zygote, &keep, &n);
 	killed = platform_kill_orphans(keep, n);
 	free(keep);
 	if (killed > 0)
@@ -275,6 +277,9 @@ server_reload(struct server *srv)
 	}
 	free(warn);
 	audit_syslog(nc->audit_syslog);
+	/* Waiting jails were built for the old runners and binds. */
+	zygote_flush(srv->zygote);
+	zygote_set_size(srv->zygote, srv->jail_root != NULL ? nc->jail_pool : 0);
 	config_unref(srv->cfg);
 	srv->cfg = nc;
 	json_object_set_new(a, "ok", json_true());
@@ -516,7 +521,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 		/* Only a mount point for the jails' roots, each in its own mount namespace. */
 		xasprintf(&srv.jail_root, "%s/jail", cfg->state_dir);
 		if (hygiene_mkdir_root(srv.jail_root, 0700, 1, cause) != 0 ||
-		    spawn_jail_find(cause) != 0)
+		    spawn_jail_find(NULL, cause) != 0)
 			goto out;
 	} else
 		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");
@@ -564,6 +569,8 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	evtimer_add(srv.ev_sweep, &sec);
 	srv.ev_resume = evtimer_new(srv.base, server_resume, &srv);
 	srv.ev_orphans = evtimer_new(srv.base, server_orphans, &srv);
+	srv.zygote = zygote_new(srv.base, srv.scratch_dir);
+	zygote_set_size(srv.zygote, srv.jail_root != NULL ? cfg->jail_pool : 0);
 	log_info("listening (config version %s, %zu sessions, %zu tools)", cfg->version,
 	    cfg->nsessions, cfg->ntools);
 	platform_notify("READY=1");
@@ -584,6 +591,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 out:
 	while ((c = TAILQ_FIRST(&srv.conns)) != NULL)
 		conn_free(c);
+	zygote_free(srv.zygote);
 	renew_stop_all();
 	for (i = 0; i < srv.nlev; i++)
 		evconnlistener_free(srv.lev[i]);

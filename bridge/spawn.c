@@ -270,7 +270,7 @@ spawn_jail_open(const char *path)
 
 /* Find shimbridge-jail next to the daemon, or in ../libexec/shimbridge (installed). */
 int
-spawn_jail_find(char **cause)
+spawn_jail_find(const char *path_given, char **cause)
 {
 	static const char *const rel[] = { "shimbridge-jail",
 	    "../libexec/shimbridge/shimbridge-jail", NULL };
@@ -279,6 +279,15 @@ spawn_jail_find(char **cause)
 	size_t i;
 	int e = ENOENT;
 
+	if (spawn_init_fd >= 0)
+		close(spawn_init_fd);
+	if (path_given != NULL) {
+		if ((spawn_init_fd = spawn_jail_open(path_given)) >= 0)
+			return 0;
+		xasprintf(cause, "cannot use the jail's init program %s: %s", path_given,
+		    strerror(errno));
+		return -1;
+	}
 	if ((n = readlink("/proc/self/exe", exe, sizeof exe - 1)) < 0) {
 		xasprintf(cause, "cannot find the daemon's own path: %s", strerror(errno));
 		return -1;

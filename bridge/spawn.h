@@ -79,8 +79,12 @@ struct spawn_jail {
 	int	ctl;		/* the daemon's end of its control socket */
 };
 
-/* Find and open shimbridge-jail (next to the daemon); at start. 0, or -1 and *cause. */
-int	 spawn_jail_find(char **cause);
+/*
+ * Find and open shimbridge-jail at start: path, or with NULL next to the daemon
+ * or in ../libexec/shimbridge/ from it. Root-owned, writable by nobody else.
+ * 0, or -1 and *cause.
+ */
+int	 spawn_jail_find(const char *path, char **cause);
 /*
  * Start an init for the jail j (its binds, network, scratch dir as tmp) that
  * becomes uid:gid, and send it the jail to build. It does not wait: the init

@@ -34,6 +34,7 @@
 #include "proto.h"
 #include "server.h"
 #include "spawn.h"
+#include "zygote.h"
 
 #define SECRET_VALUE	"s3cr3t-value-for-test_conn"
 #define BOB_VALUE	"bobs-own-value-of-tok-4343"
@@ -114,6 +115,7 @@ setup(void **state)
 	srv.started = time(NULL);
 	if (asprintf(&srv.scratch_dir, "%s/run", dir) < 0 || mkdir(srv.scratch_dir, 0711) != 0)
 		return -1;
+	srv.zygote = zygote_new(srv.base, srv.scratch_dir);
 	return 0;
 }
 
@@ -123,6 +125,7 @@ teardown(void **state)
 	(void)state;
 	keyring_free(srv.keyring);
 	config_unref(srv.cfg);
+	zygote_free(srv.zygote);
 	event_base_free(srv.base);
 	free(srv.scratch_dir);
 	return spawn_rmtree(dir);
