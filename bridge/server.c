@@ -85,8 +85,12 @@ server_sigchld(evutil_socket_t sig, short what, void *arg)
 	 * and coalesced: it reads every process on hosts whose kernel has no
 	 * /proc/.../children, and must not sit on each request's path.
 	 */
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		any |= job_reaped(pid, status);
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (!job_reaped(pid, status))
+			(void)zygote_reaped(srv->zygote, pid);
+		else
+			any = 1;
+	}
 	if (any && !evtimer_pending(srv->ev_orphans, NULL)) {
 		struct timeval tv = { 0, 50000 };
 

@@ -350,6 +350,32 @@ zygote_refill(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * A child was reaped: if it was a waiting init, forget it. One that dies before
+ * any call took it (killed, or its jail could not be built) stops the refills of
+ * its kind until the next call, so a jail that cannot be built is not retried in
+ * a loop.
+ */
+int
+zygote_reaped(struct zygote *z, pid_t pid)
+{
+	struct zygote_warm *w;
+
+	if (z == NULL)
+		return 0;
+	TAILQ_FOREACH(w, &z->warm, entry) {
+		if (w->sj.pid != pid)
+			continue;
+		w->sj.pid = -1;		/* gone: nothing to kill */
+		if (!w->reserved && w->kind != NULL)
+			w->kind->broken = 1;
+		if (!w->reserved)
+			zygote_warm_drop(z, w);
+		return 1;
+	}
+	return 0;
+}
+
 /* Every waiting init's pid. */
 void
 zygote_pids(const struct zygote *z, pid_t **pids, size_t *n)

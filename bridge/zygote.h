@@ -48,6 +48,8 @@ int		 zygote_claim(struct zygote *, const struct session *s, const char *key,
 		    const struct jail *j, struct spawn_jail *out);
 /* The call is over: kill a reserved jail it never used, and remove the directory. */
 void		 zygote_scratch_done(struct zygote *, const char *scratch);
+/* A reaped pid: 1 if it was a waiting init (now forgotten), else 0. */
+int		 zygote_reaped(struct zygote *, pid_t);
 /* pids of every waiting init, for the orphan scan (appended to *pids, *n grows). */
 void		 zygote_pids(const struct zygote *, pid_t **pids, size_t *n);
 /* Waiting (idle + reserved) jails, for status and tests. */

@@ -312,15 +312,17 @@ Network is unreachable" ]
 
 # The pool of pre-built jails (docs/JAIL.md, "The pool"): limits.jail_pool, default 2.
 
-# The number of jails waiting for the users in $1 is $2.
+# The number of jails waiting for the users in $1 is $2 (else show them).
 pool_is() {
-	[ "$(sb_pool_pids "$1" | wc -l)" -eq "$2" ]
+	[ "$(sb_pool_pids "$1" | wc -l)" -eq "$2" ] && return 0
+	ps -o pid,ppid,stat,user,args -u "$1" >"$BATS_TEST_TMPDIR/pool.ps" 2>&1
+	return 1
 }
 
 @test "pool: a waiting jail's init is the exec'd shimbridge-jail, as the runner, with an empty environment" {
 	run --separate-stderr as_t 30 sbt-alice nonet -c 'echo warm-up'
 	[ "$status" -eq 0 ]
-	sb_wait_for 5 pool_is "$RUN_A" 2
+	sb_wait_for 5 eval "[ \$(sb_pool_pids $RUN_A | wc -l) -ge 2 ]"
 	local p exe
 	for p in $(sb_pool_pids "$RUN_A"); do
 		exe=$(readlink "/proc/$p/exe")
@@ -377,7 +379,7 @@ pool_is() {
 @test "pool: a reload that removes a session tears its waiting jails down; the rest rebuild" {
 	run --separate-stderr as_t 30 sbt-bob sh -c 'echo warm-up'
 	[ "$status" -eq 0 ]
-	sb_wait_for 5 pool_is "$RUN_B" 2
+	sb_wait_for 5 pool_is "$RUN_B" 2 || { cat "$BATS_TEST_TMPDIR/pool.ps"; false; }
 	local old
 	old=$(sb_pool_pids "$RUN_B" | paste -sd' ')
 	mv "$SB_DIR/etc/sessions.d/bob.json" "$SB_DIR/bob.json.off"
@@ -396,7 +398,7 @@ pool_is() {
 	run --separate-stderr as_t 30 sbt-bob sh -c 'echo back'
 	[ "$status" -eq 0 ]
 	[ "$output" = back ]
-	sb_wait_for 5 pool_is "$RUN_B" 2
+	sb_wait_for 5 pool_is "$RUN_B" 2 || { cat "$BATS_TEST_TMPDIR/pool.ps"; tail "$SB_DIR/log/daemon.log"; false; }
 	run --separate-stderr as_t 30 sbt-bob sh -c 'echo pooled'
 	[ "$output" = pooled ]
 }
