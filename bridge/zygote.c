@@ -272,7 +272,13 @@ zygote_claim(struct zygote *z, const struct session *s, const char *key, const s
 	}
 	zygote_learn(z, s, key, j, shape);	/* shape transferred */
 	zygote_kind_find(z, s->name, key)->broken = 0;
-	evtimer_add(z->ev_refill, &now);
+	/*
+	 * Refill once the call is over (zygote_scratch_done), not while it runs: on
+	 * a busy machine building a jail competes with the call for the CPU. Only an
+	 * empty pool is refilled at once.
+	 */
+	if (zygote_kind_find(z, s->name, key)->idle == 0)
+		evtimer_add(z->ev_refill, &now);
 	return found;
 }
 
@@ -280,6 +286,7 @@ zygote_claim(struct zygote *z, const struct session *s, const char *key, const s
 void
 zygote_scratch_done(struct zygote *z, const char *scratch)
 {
+	struct timeval now = { 0, 0 };
 	struct zygote_warm *w;
 
 	TAILQ_FOREACH(w, &z->warm, entry) {
@@ -290,6 +297,8 @@ zygote_scratch_done(struct zygote *z, const char *scratch)
 	}
 	if (spawn_rmtree(scratch) != 0)
 		log_warnx("cannot remove scratch directory %s", scratch);
+	if (z->size > 0)
+		evtimer_add(z->ev_refill, &now);
 }
 
 /* Build one jail for kind k; 0, or -1 (logged). */

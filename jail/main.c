@@ -176,14 +176,10 @@ jailinit_tool_fail(int status, const char *what)
 static void __attribute__((noreturn))
 jailinit_tool(const struct jailmsg_run *m, const int *fds, int status)
 {
-	struct sigaction sa;
 	sigset_t set;
-	int hi[5], i, sig, n = (int)m->nfds;
+	int hi[5], i, n = (int)m->nfds;
 
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = SIG_DFL;
-	for (sig = 1; sig < NSIG; sig++)
-		(void)sigaction(sig, &sa, NULL);
+	/* Every disposition is the default already (main): only the mask is ours. */
 	sigemptyset(&set);
 	sigprocmask(SIG_SETMASK, &set, NULL);
 	if (setsid() < 0)
