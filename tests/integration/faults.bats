@@ -153,8 +153,9 @@ io_of() {
 	[ "$status" -eq 0 ]
 	[ "$output" = back ]
 	echo "# restart to first answer: $((t1 - t0)) ms" >&3
-	# ...and the restart removed it and killed what the old daemon left running.
-	[ -z "$(ls -A "$SB_DIR/state/run")" ]
+	# ...and the restart removed it and killed what the old daemon left running (the
+	# directories left are those of the jails built in advance, docs/JAIL.md).
+	[ -z "$(sb_scratch_leftovers "$SB_DIR/state/run" "$SB_RUNNER")" ]
 	sb_wait_for 1 sb_no_runner
 	if [ "$lingering" -gt 0 ]; then
 		grep -qE "killed [0-9]+ leftover process(es)? of the runner $SB_RUNNER" "$SB_DIR/log/daemon.log"

@@ -593,6 +593,20 @@ sb_no_runner() {
 	[ -z "$(sb_runner_procs "$SB_RUNNER")" ]
 }
 
+# Entries of the scratch parent $1 (state_dir/run) that no jail waiting in the pool
+# for the users in $2 holds (each waiting jail has its own scratch dir bound in).
+sb_scratch_leftovers() {
+	local held=" " p d
+	for p in $(sb_pool_pids "$2"); do
+		held+="$(awk '{print $5}' "/proc/$p/mountinfo" 2>/dev/null | tr '\n' ' ')"
+	done
+	for d in "$1"/* "$1"/.[!.]*; do
+		[ -e "$d" ] || continue
+		[[ $held == *" $d "* ]] || echo "$d"
+	done
+	return 0
+}
+
 # The jails waiting in the pool for the users in $1 (comma-separated): their pids.
 sb_pool_pids() {
 	local parents
