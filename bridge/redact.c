@@ -105,7 +105,6 @@ struct redact_iv {
  * REDACT_HOLD_ROUND-rounded quiet bytes have passed; elsewhere their automaton state
  * is the input's, so the input's fast path does their work.
  */
-#define REDACT_MAXGAP	32	/* junk bytes between two characters; more breaks a view */
 #define REDACT_NVIEWS	2	/* 0: junk stripped; 1: junk stripped, %XX decoded */
 #define BG_PATTERN	0x1	/* bigram filter: a pattern starts with these two bytes */
 #define BG_SPECIAL	0x2	/* they wake the views: ESC, CR or LF, or '%' and a hex digit */

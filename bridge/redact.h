@@ -94,6 +94,12 @@
  */
 #define REDACT_MIN_LEN		4
 
+/*
+ * Junk (escape sequences, CR, LF) allowed between two characters of a pattern in
+ * the views (see Views above); more than this many bytes of it in a row separates.
+ */
+#define REDACT_MAXGAP		32
+
 /* The largest automaton redact_new() will build, in bytes (see Memory above). */
 #define REDACT_MAX_AUTOMATON	((size_t)64 << 20)
 
