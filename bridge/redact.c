@@ -1185,7 +1185,7 @@ redact_limit(const struct redact_run *run, uint32_t s, uint64_t q)
 }
 
 /* A view byte b whose unit starts at stream offset start; a match covers up to end. */
-static void
+static inline __attribute__((always_inline)) void
 redact_view_byte(struct redact_run *run, struct redact_view *v, unsigned char b,
     uint64_t start, uint64_t end)
 {
@@ -1223,7 +1223,7 @@ redact_view_unpend(struct redact_run *run, struct redact_view *v, uint64_t q)
 }
 
 /* The decoding view: content byte b at offset q, %XX decoded. */
-static void
+static inline __attribute__((always_inline)) void
 redact_view_decode(struct redact_run *run, struct redact_view *v, unsigned char b, uint64_t q)
 {
 	int h;
@@ -1287,7 +1287,7 @@ redact_view_junk(struct redact_run *run, uint64_t q)
 }
 
 /* Feed input byte b at stream offset q to the strip parser and the views. */
-static void
+static inline __attribute__((always_inline)) void
 redact_view_feed(struct redact_run *run, unsigned char b, uint64_t q)
 {
 	struct redact_state *st = run->st;
@@ -1373,7 +1373,7 @@ redact_view_feed(struct redact_run *run, unsigned char b, uint64_t q)
  * anything a view could still differ in). From here on the input's automaton does
  * their work exactly.
  */
-static int
+static inline __attribute__((always_inline)) int
 redact_view_idle(const struct redact_run *run, uint32_t s)
 {
 	const struct redact_state *st = run->st;
