@@ -183,6 +183,7 @@ main(void)
 	/* Lines of 80: each line break wakes the views (a secret may be wrapped). */
 	for (i = 0; i < DATA_LEN; i++)
 		data[i] = i % 81 == 80 ? '\n' : (unsigned char)(0x20 + rng() % 95);
+	row("lines", secrets, 1, data, DATA_LEN);
 	row("lines", secrets, NSECRETS, data, DATA_LEN);
 
 	/* Coloured terminal output: an SGR sequence every 16 bytes, a line break every 80. */

@@ -8,6 +8,7 @@
 #include <sodium.h>
 
 #include "redact.h"
+#include "util.h"
 
 /* sodium_malloc() aligns only as well as the size is rounded: keep every size a multiple. */
 #define REDACT_ALIGN	64
@@ -153,6 +154,18 @@ struct redact_state {
 	size_t		 gap;		/* junk bytes since the last view byte */
 	uint64_t	 quiet;		/* bytes since the last special one */
 	size_t		 mapmask;	/* view maps: a power of two, less one */
+	int		 veq;		/* no %XX unit since the views woke: view 1 is view 0 */
+	/*
+	 * Collapsed: the views are asleep in the input's state, but a view's
+	 * holdable run began before junk the input counts as a break; until the
+	 * input's run ends too, the views still hold from c_hold. They wake (their
+	 * maps brought up to date) at a special byte or at c_until, where a run
+	 * would reach safecap.
+	 */
+	int		 collapsed;
+	uint64_t	 c_from;	/* offset where they went to sleep */
+	uint64_t	 c_hold;	/* the earliest start of their runs */
+	uint64_t	 c_until;	/* wake here at the latest */
 	struct redact_view view[REDACT_NVIEWS];
 };
 
@@ -1138,17 +1151,6 @@ redact_cover(struct redact_run *run, uint64_t start, uint64_t end)
 	st->ivlen++;
 }
 
-/*
- * A pattern ends just before stream offset end, the automaton being in state s:
- * record the covered interval and write what is settled.
- */
-static int
-redact_match(struct redact_run *run, uint32_t s, uint64_t end)
-{
-	redact_cover(run, end - run->ac->table[s + run->ac->classes], end);
-	return redact_emit(run, end - redact_hold(run, s, end));
-}
-
 /* The first offset a view may still need at stream offset q: what it holds. */
 static uint64_t
 redact_view_hold(const struct redact_run *run, const struct redact_view *v, uint64_t q)
@@ -1159,9 +1161,10 @@ redact_view_hold(const struct redact_run *run, const struct redact_view *v, uint
 
 	if (!run->st->minimal && v->arun > vh)
 		vh = v->arun;
+	/* Past what the map knows: bytes already written (covered); hold the rest. */
 	if (vh > v->vvalid)
-		vh = v->vvalid;
-	if (vh > 0)
+		start = run->st->emitted;
+	else if (vh > 0)
 		start = v->map[(v->vpos - vh) & run->st->mapmask];
 	if (v->pend && v->pstart < start)
 		start = v->pstart;
@@ -1175,13 +1178,27 @@ redact_limit(const struct redact_run *run, uint32_t s, uint64_t q)
 	uint64_t lim = q - redact_hold(run, s, q), h;
 	int k;
 
-	if (!run->st->active)
+	if (!run->st->active) {
+		if (run->st->collapsed && !run->st->minimal && run->st->c_hold < lim)
+			lim = run->st->c_hold;
 		return lim;
-	for (k = 0; k < REDACT_NVIEWS; k++) {
+	}
+	for (k = 0; k < (run->st->veq ? 1 : REDACT_NVIEWS); k++) {
 		if ((h = redact_view_hold(run, &run->st->view[k], q)) < lim)
 			lim = h;
 	}
 	return lim;
+}
+
+/*
+ * A pattern ends just before stream offset end, the automaton being in state s:
+ * record the covered interval and write what is settled.
+ */
+static int
+redact_match(struct redact_run *run, uint32_t s, uint64_t end)
+{
+	redact_cover(run, end - run->ac->table[s + run->ac->classes], end);
+	return redact_emit(run, redact_limit(run, s, end));
 }
 
 /* A view byte b whose unit starts at stream offset start; a match covers up to end. */
@@ -1203,9 +1220,12 @@ redact_view_byte(struct redact_run *run, struct redact_view *v, unsigned char b,
 		v->arun++;
 	if (v->state >= ac->match) {
 		len = ac->table[v->state + ac->classes];
-		if (len > v->vvalid)
-			len = v->vvalid;	/* cannot happen: the state is that deep */
-		redact_cover(run, v->map[(v->vpos - len) & mask], end);
+		/*
+		 * A match reaching back past what the map knows began in bytes
+		 * already written, which were covered (nothing else leaves the
+		 * hold so early): it goes on from there, as the cover clamps it.
+		 */
+		redact_cover(run, len > v->vvalid ? 0 : v->map[(v->vpos - len) & mask], end);
 		run->covered = 1;
 	}
 }
@@ -1237,8 +1257,7 @@ redact_view_decode(struct redact_run *run, struct redact_view *v, unsigned char 
 				redact_view_byte(run, v, b, q, q + 1);
 			return;
 		}
-		h = (b >= '0' && b <= '9') ? b - '0' : (b >= 'a' && b <= 'f') ? b - 'a' + 10 :
-		    (b >= 'A' && b <= 'F') ? b - 'A' + 10 : -1;
+		h = util_hexval(b);
 		if (v->pend == 1 && h >= 0) {
 			v->pend = 2;
 			v->phex = b;
@@ -1246,10 +1265,9 @@ redact_view_decode(struct redact_run *run, struct redact_view *v, unsigned char 
 			return;
 		}
 		if (v->pend == 2 && h >= 0) {
-			int hi = v->phex <= '9' ? v->phex - '0' : (v->phex | 0x20) - 'a' + 10;
-
 			v->pend = 0;
-			redact_view_byte(run, v, (unsigned char)(hi << 4 | h), v->pstart, q + 1);
+			redact_view_byte(run, v, (unsigned char)(util_hexval(v->phex) << 4 | h),
+			    v->pstart, q + 1);
 			return;
 		}
 		/* Not a unit after all: the pending bytes are literal, then b afresh. */
@@ -1286,6 +1304,20 @@ redact_view_junk(struct redact_run *run, uint64_t q)
 	}
 }
 
+/* The decoding view goes its own way: it starts as a copy of the other. */
+static void
+redact_view_split(struct redact_state *st)
+{
+	struct redact_view *a = &st->view[0], *b = &st->view[1];
+	uint64_t *map = b->map, j;
+
+	for (j = a->vpos - a->vvalid; j < a->vpos; j++)
+		map[j & st->mapmask] = a->map[j & st->mapmask];
+	*b = *a;
+	b->map = map;
+	st->veq = 0;
+}
+
 /* Feed input byte b at stream offset q to the strip parser and the views. */
 static inline __attribute__((always_inline)) void
 redact_view_feed(struct redact_run *run, unsigned char b, uint64_t q)
@@ -1303,8 +1335,12 @@ redact_view_feed(struct redact_run *run, unsigned char b, uint64_t q)
 			else {
 				st->gap = 0;
 				st->quiet = b == '%' ? 0 : st->quiet + 1;
+				/* Until a '%' the decoding view is the other one. */
+				if (st->veq && b == '%')
+					redact_view_split(st);
 				/* Decoding first: its pending bytes end before q + 1. */
-				redact_view_decode(run, &st->view[1], b, q);
+				if (!st->veq)
+					redact_view_decode(run, &st->view[1], b, q);
 				redact_view_byte(run, &st->view[0], b, q, q + 1);
 			}
 			return;
@@ -1366,26 +1402,82 @@ redact_view_feed(struct redact_run *run, unsigned char b, uint64_t q)
 }
 
 /*
- * Whether the views may go idle after the input's state s: each is in that same
- * state (their last view bytes spell what the input's last bytes spell, and the
- * caller has checked those bytes are plain content, so the holds span the same
- * bytes), and each view's holdable run is the input's (empty, or longer than
- * anything a view could still differ in). From here on the input's automaton does
- * their work exactly.
+ * Whether the views are in the input's state s (the caller has checked that the
+ * bytes that state spells are plain content, so their holds of it span the same
+ * bytes): from here on the input's automaton does their matching exactly.
  */
 static inline __attribute__((always_inline)) int
-redact_view_idle(const struct redact_run *run, uint32_t s)
+redact_view_same(const struct redact_run *run, uint32_t s)
 {
 	const struct redact_state *st = run->st;
 	int k;
 
-	for (k = 0; k < REDACT_NVIEWS; k++) {
+	for (k = 0; k < (st->veq ? 1 : REDACT_NVIEWS); k++) {
 		if (st->view[k].state != s)
-			return 0;
-		if (st->view[k].arun != 0 && st->quiet <= run->ac->safecap)
 			return 0;
 	}
 	return 1;
+}
+
+/*
+ * Put the views to sleep at stream offset q (after the input's state s, which is
+ * theirs): only their holdable runs still reach back over junk. Returns 0, or 1
+ * when even those are the input's (none), so nothing is left to remember.
+ */
+static int
+redact_view_collapse(struct redact_run *run, uint64_t q)
+{
+	struct redact_state *st = run->st;
+	size_t maxrun = 0;
+	uint64_t from = q, h;
+	int k;
+
+	st->active = 0;
+	for (k = 0; k < (st->veq ? 1 : REDACT_NVIEWS); k++) {
+		const struct redact_view *v = &st->view[k];
+
+		if (v->arun == 0)
+			continue;
+		h = v->arun > v->vvalid ? st->emitted : v->map[(v->vpos - v->arun) &
+		    st->mapmask];
+		if (h < from)
+			from = h;
+		if (v->arun > maxrun)
+			maxrun = v->arun;
+	}
+	if (maxrun == 0 || st->minimal || st->quiet > run->ac->safecap)
+		return 1;
+	st->collapsed = 1;
+	st->c_from = q;
+	st->c_hold = from;
+	st->c_until = q + (run->ac->safecap - maxrun);
+	return 0;
+}
+
+/*
+ * Wake collapsed views at stream offset u in input state s: everything since they
+ * slept was holdable content, one view byte per input byte.
+ */
+static void
+redact_view_wake(struct redact_run *run, uint32_t s, uint64_t u)
+{
+	struct redact_state *st = run->st;
+	size_t mask = st->mapmask, n = (size_t)(u - st->c_from), j;
+	int k;
+
+	for (k = 0; k < REDACT_NVIEWS; k++) {
+		struct redact_view *v = &st->view[k];
+
+		for (j = n > mask + 1 ? n - mask - 1 : 0; j < n; j++)
+			v->map[(v->vpos + j) & mask] = st->c_from + j;
+		v->vpos += n;
+		v->vvalid = v->vvalid + n > mask + 1 ? mask + 1 : v->vvalid + n;
+		v->arun = v->arun + n > run->ac->safecap ? run->ac->safecap : v->arun + n;
+		v->state = s;
+	}
+	st->quiet += n;
+	st->collapsed = 0;
+	st->active = 1;
 }
 
 /*
@@ -1399,26 +1491,25 @@ redact_view_start(struct redact_run *run, uint32_t s, uint64_t t)
 	struct redact_state *st = run->st;
 	size_t arun = redact_arun(run, t), n = run->ac->table[s + run->ac->classes + 1], j;
 	size_t mask = st->mapmask;
+	struct redact_view *v;
 	uint64_t *map;
-	int k;
 
 	/* Only the view bytes a hold can reach back to: the prefix, the run. */
 	if (arun > n)
 		n = arun;
 	if (n > t - st->emitted)
 		n = (size_t)(t - st->emitted);
-	for (k = 0; k < REDACT_NVIEWS; k++) {
-		struct redact_view *v = &st->view[k];
-
-		map = v->map;
-		for (j = 0; j < n; j++)
-			map[j & mask] = t - n + j;
-		v->state = s;
-		v->pend = 0;
-		v->vpos = n;
-		v->vvalid = n;
-		v->arun = arun;
-	}
+	v = &st->view[0];
+	map = v->map;
+	for (j = 0; j < n; j++)
+		map[j & mask] = t - n + j;
+	v->state = s;
+	v->pend = 0;
+	v->vpos = n;
+	v->vvalid = n;
+	v->arun = arun;
+	st->view[1].pend = 0;
+	st->veq = 1;
 	st->active = 1;
 	st->esc = X_IDLE;
 	st->gap = 0;
@@ -1457,13 +1548,6 @@ redact_skip(const uint8_t *bg, const unsigned char *in, size_t p, size_t len)
 	return len;
 }
 
-/* Whether c is a hex digit. */
-static inline int
-redact_ishex(unsigned char c)
-{
-	return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
-}
-
 /*
  * Whether the special byte in[i] gives the views work: ESC, CR and LF always, '%'
  * when a %XX unit follows (or may, at the end of the input); any other '%' is the
@@ -1474,7 +1558,7 @@ redact_wakes(const unsigned char *in, size_t i, size_t end)
 {
 	if (in[i] != '%' || end - i < 3)
 		return 1;
-	return redact_ishex(in[i + 1]) && redact_ishex(in[i + 2]);
+	return util_hexval(in[i + 1]) >= 0 && util_hexval(in[i + 2]) >= 0;
 }
 
 /*
@@ -1551,7 +1635,7 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 	const uint32_t *T = ac->table;
 	const uint8_t *cls = ac->cls;
 	uint32_t s = st->state, match = ac->match;
-	size_t i = 0, keep, old;
+	size_t i = 0, keep, old, stop, brk;
 	uint64_t end, hold, q;
 	int k;
 
@@ -1573,12 +1657,39 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 	run.covered = 0;
 
 	while (i < len) {
+		if (!st->active && st->collapsed) {
+			/* Fast up to where the input's run ends, or a view's would cap. */
+			stop = st->c_until - run.base < len ? (size_t)(st->c_until - run.base) : len;
+			for (brk = i; brk < stop && ac->holdable[in[brk]]; brk++)
+				;
+			if (redact_scan(&run, &s, &i, brk) != 0)
+				goto fail;
+			if (i < brk || (i == stop && i < len) ||
+			    (i < len && ac->special[in[i]] && redact_wakes(in, i, len))) {
+				/* A special byte, or the cap: the views go on in step. */
+				redact_view_wake(&run, s, run.base + i);
+			} else if (i < len) {
+				st->collapsed = 0;	/* the run ends here for all */
+				continue;
+			} else
+				break;
+		}
 		if (!st->active) {
 			/* The input alone, fast, up to the next special byte. */
 			if (redact_scan(&run, &s, &i, len) != 0)
 				goto fail;
 			if (i == len)
 				break;
+			/*
+			 * A line break after a byte no pattern uses, outside any
+			 * match: the views would drop it and be where the input is
+			 * after it (the root, no run), so they need not wake.
+			 */
+			if ((in[i] == '\n' || in[i] == '\r') && s == 0 && !ac->holdable[in[i]] &&
+			    (i > 0 ? !ac->holdable[in[i - 1]] : st->arun == 0)) {
+				s = T[s + cls[in[i++]]];
+				continue;
+			}
 			redact_view_start(&run, s, run.base + i);
 		}
 		/* Near special bytes: the input and its views byte by byte, in step. */
@@ -1594,8 +1705,8 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 			if (run.covered && redact_emit(&run, redact_limit(&run, s, q + 1)) != 0)
 				goto fail;
 			if (st->esc == X_IDLE && st->view[1].pend == 0 &&
-			    st->quiet >= T[s + ac->classes + 1] && redact_view_idle(&run, s))
-				st->active = 0;
+			    st->quiet >= T[s + ac->classes + 1] && redact_view_same(&run, s))
+				(void)redact_view_collapse(&run, q + 1);
 		}
 	}
 
@@ -1622,6 +1733,7 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 		st->arun = 0;
 		st->ivhead = st->ivlen = 0;
 		st->active = 0;
+		st->collapsed = 0;
 		st->esc = X_IDLE;
 		st->gap = 0;
 		st->quiet = 0;

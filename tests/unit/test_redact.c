@@ -921,6 +921,15 @@ test_escapes_between(void **state)
 	il = (size_t)snprintf(in, sizeof in, "ghp_R8vX%so2mQ41tLzK9wYbN3cUe7HdJ5fAs0PiGq!",
 	    "\033[31m\033[32m\033[33m\033[34m\033[35m\033[36m\033[37m");
 	check_form(in, il, in, il);
+	/* A match in a view goes on from a mask already written before the junk. */
+	{
+		static const char *const two[] = { "abcdefgh", "efghijkl" };
+		struct redact *r2 = new_str(two, 2);
+
+		check_all_splits(r2, LIT("abcdefgh\033[0mijkl."), LIT(MASK "."));
+		check_all_splits(r2, LIT("xabcdefgh\r\nijkl\n"), LIT("x" MASK "\n"));
+		redact_free(r2);
+	}
 	/* An ESC before a control byte is junk on its own; the control byte is not. */
 	il = (size_t)snprintf(in, sizeof in, "AKIAIOSF\033\nODNN7EXAMPLE.");
 	check_form(in, il, LIT(MASK "."));
