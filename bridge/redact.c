@@ -155,6 +155,7 @@ struct redact_state {
 	uint64_t	 quiet;		/* bytes since the last special one */
 	size_t		 mapmask;	/* view maps: a power of two, less one */
 	int		 veq;		/* no %XX unit since the views woke: view 1 is view 0 */
+	int		 lbreak;	/* a CR or LF since the last view byte */
 	/*
 	 * Collapsed: the views are asleep in the input's state, but a view's
 	 * holdable run began before junk the input counts as a break; until the
@@ -1159,6 +1160,14 @@ redact_view_hold(const struct redact_run *run, const struct redact_view *v, uint
 	size_t vh = ac->table[v->state + ac->classes + 1];
 	uint64_t start = q;
 
+	/*
+	 * A line just ended, in a short holdable tail: it goes out now, so a tool
+	 * that prints "ready" and waits is seen waiting. Should the next line carry
+	 * on a secret, the rest of it is masked (the match goes on from there), but
+	 * these few bytes were shown.
+	 */
+	if (run->st->lbreak && !run->st->minimal && v->arun < REDACT_WRAP_MIN)
+		return v->pend ? v->pstart : q;
 	if (!run->st->minimal && v->arun > vh)
 		vh = v->arun;
 	/* Past what the map knows: bytes already written (covered); hold the rest. */
@@ -1230,15 +1239,19 @@ redact_view_byte(struct redact_run *run, struct redact_view *v, unsigned char b,
 	}
 }
 
-/* A pending '%' (and hex digit) turned out literal: view bytes, matches ending at q. */
+/*
+ * A pending '%' (and hex digit) turned out literal: view bytes of their own. A
+ * match ending with the '%' ends a byte before one the input may have found
+ * ending at the hex digit; the two overlap, so the cover still merges them.
+ */
 static void
-redact_view_unpend(struct redact_run *run, struct redact_view *v, uint64_t q)
+redact_view_unpend(struct redact_run *run, struct redact_view *v)
 {
 	if (v->pend == 0)
 		return;
-	redact_view_byte(run, v, '%', v->pstart, q);
+	redact_view_byte(run, v, '%', v->pstart, v->pstart + 1);
 	if (v->pend == 2)
-		redact_view_byte(run, v, v->phex, v->phexpos, q);
+		redact_view_byte(run, v, v->phex, v->phexpos, v->phexpos + 1);
 	v->pend = 0;
 }
 
@@ -1271,7 +1284,7 @@ redact_view_decode(struct redact_run *run, struct redact_view *v, unsigned char 
 			return;
 		}
 		/* Not a unit after all: the pending bytes are literal, then b afresh. */
-		redact_view_unpend(run, v, q);
+		redact_view_unpend(run, v);
 	}
 }
 
@@ -1290,13 +1303,13 @@ redact_view_break(struct redact_state *st)
 	st->gap = 0;
 }
 
-/* A junk byte at q (part of an escape sequence, CR, LF): no %XX unit spans it. */
+/* A junk byte (part of an escape sequence, CR, LF): no %XX unit spans it. */
 static void
-redact_view_junk(struct redact_run *run, uint64_t q)
+redact_view_junk(struct redact_run *run)
 {
 	struct redact_state *st = run->st;
 
-	redact_view_unpend(run, &st->view[1], q);
+	redact_view_unpend(run, &st->view[1]);
 	st->quiet = 0;
 	if (++st->gap > REDACT_MAXGAP) {
 		redact_view_break(st);
@@ -1329,11 +1342,13 @@ redact_view_feed(struct redact_run *run, unsigned char b, uint64_t q)
 		case X_IDLE:
 			if (b == 0x1b) {
 				st->esc = X_ESC;
-				redact_view_junk(run, q);
-			} else if (b == '\r' || b == '\n')
-				redact_view_junk(run, q);
-			else {
+				redact_view_junk(run);
+			} else if (b == '\r' || b == '\n') {
+				st->lbreak = 1;
+				redact_view_junk(run);
+			} else {
 				st->gap = 0;
+				st->lbreak = 0;
 				st->quiet = b == '%' ? 0 : st->quiet + 1;
 				/* Until a '%' the decoding view is the other one. */
 				if (st->veq && b == '%')
@@ -1357,7 +1372,7 @@ redact_view_feed(struct redact_run *run, unsigned char b, uint64_t q)
 				st->esc = X_IDLE;	/* a lone ESC: junk; b afresh */
 				continue;
 			}
-			redact_view_junk(run, q);
+			redact_view_junk(run);
 			return;
 		case X_INTER:
 			if (b >= 0x30 && b <= 0x7e)
@@ -1366,7 +1381,7 @@ redact_view_feed(struct redact_run *run, unsigned char b, uint64_t q)
 				st->esc = X_IDLE;
 				continue;
 			}
-			redact_view_junk(run, q);
+			redact_view_junk(run);
 			return;
 		case X_CSI:
 			if (b >= 0x40 && b <= 0x7e)
@@ -1375,7 +1390,7 @@ redact_view_feed(struct redact_run *run, unsigned char b, uint64_t q)
 				st->esc = X_IDLE;
 				continue;
 			}
-			redact_view_junk(run, q);
+			redact_view_junk(run);
 			return;
 		case X_OSC:
 			if (b == 0x07)
@@ -1386,12 +1401,12 @@ redact_view_feed(struct redact_run *run, unsigned char b, uint64_t q)
 				st->esc = X_IDLE;
 				continue;
 			}
-			redact_view_junk(run, q);
+			redact_view_junk(run);
 			return;
 		case X_OSC_ESC:
 			if (b == '\\') {
 				st->esc = X_IDLE;
-				redact_view_junk(run, q);
+				redact_view_junk(run);
 				return;
 			}
 			st->esc = X_ESC;	/* the ESC began a new sequence */
@@ -1704,7 +1719,7 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 			}
 			if (run.covered && redact_emit(&run, redact_limit(&run, s, q + 1)) != 0)
 				goto fail;
-			if (st->esc == X_IDLE && st->view[1].pend == 0 &&
+			if (st->esc == X_IDLE && st->gap == 0 && st->view[1].pend == 0 &&
 			    st->quiet >= T[s + ac->classes + 1] && redact_view_same(&run, s))
 				(void)redact_view_collapse(&run, q + 1);
 		}
@@ -1734,6 +1749,7 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 		st->ivhead = st->ivlen = 0;
 		st->active = 0;
 		st->collapsed = 0;
+		st->lbreak = 0;
 		st->esc = X_IDLE;
 		st->gap = 0;
 		st->quiet = 0;

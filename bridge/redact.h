@@ -56,8 +56,11 @@
  * letters, digits, + / - _ . ~ % \ " and any other byte that occurs in a pattern
  * (so only unusual bytes in a secret, such as a space, are revealed by the policy).
  * Junk (escape sequences, CR, LF) does not end such a run: a line's holdable tail
- * is held until the next line shows whether a secret wrapped or split there goes
- * on. Output that ends in a space, a colon and the like, as prompts do, goes out at
+ * of REDACT_WRAP_MIN bytes or more is held until the next line shows whether a
+ * secret wrapped or split there goes on. A shorter one goes out at once, so a tool
+ * that prints "ready" and waits is seen waiting; if the next line, in a later feed,
+ * does carry on a secret, the rest of it is masked but those few bytes were shown.
+ * Output that ends in a space, a colon and the like, as prompts do, goes out at
  * once, and so does a line ending in such a byte. REDACT_HOLD_MINIMAL holds exactly
  * the longest suffix
  * of the input that is a proper prefix of a pattern: lowest latency, but it is
@@ -120,6 +123,12 @@
  * the views (see Views above); more than this many bytes of it in a row separates.
  */
 #define REDACT_MAXGAP		32
+
+/*
+ * Under REDACT_HOLD_SAFE, a line that ends a feed with a holdable tail shorter than
+ * this goes out at once rather than waiting for the next line (see Delay above).
+ */
+#define REDACT_WRAP_MIN		8
 
 /* The largest automaton redact_new() will build, in bytes (see Memory above). */
 #define REDACT_MAX_AUTOMATON	((size_t)64 << 20)
