@@ -167,6 +167,9 @@ struct redact_state {
 	uint64_t	 c_from;	/* offset where they went to sleep */
 	uint64_t	 c_hold;	/* the earliest start of their runs */
 	uint64_t	 c_until;	/* wake here at the latest */
+	int		 c_short;	/* asleep at a line break after a short tail */
+	int		 c_line;	/* asleep at a line break: c_run bytes of run before */
+	size_t		 c_run;
 	struct redact_view view[REDACT_NVIEWS];
 };
 
@@ -1129,7 +1132,10 @@ redact_cover(struct redact_run *run, uint64_t start, uint64_t end)
 	size_t i;
 
 	/* Bytes before emitted are already written, necessarily inside a mask: a match
-	 * never starts before the hold of the state preceding it. */
+	 * never starts before the hold of the state preceding it. (A view's match can
+	 * end a byte before the input's last one, so it may even end there.) */
+	if (end <= st->emitted)
+		return;
 	if (start < st->emitted)
 		start = st->emitted;
 	while (st->ivlen != 0) {
@@ -1180,6 +1186,39 @@ redact_view_hold(const struct redact_run *run, const struct redact_view *v, uint
 	return start;
 }
 
+/*
+ * Whether the input's holdable run has ended since collapsed views went to sleep
+ * (then theirs ended there too), at stream offset q.
+ */
+static int
+redact_collapsed_broken(const struct redact_run *run, uint64_t q)
+{
+	size_t a = redact_arun(run, q);
+
+	return a < q - run->st->c_from && a < run->ac->safecap;
+}
+
+/* What collapsed views hold at stream offset q (q itself: nothing more). */
+static uint64_t
+redact_collapsed_hold(const struct redact_run *run, uint64_t q)
+{
+	const struct redact_state *st = run->st;
+	uint64_t n = q - st->c_from;
+
+	/* A short tail just before a line break that ends the feed goes now. */
+	if (st->c_short && q == st->c_from)
+		return q;
+	if (!st->c_line)
+		return st->c_hold;	/* until the run ends (the caller stops there) */
+	if (redact_collapsed_broken(run, q))
+		return q;
+	if (n + st->c_run <= run->ac->safecap)
+		return st->c_hold;
+	if (n >= run->ac->safecap)
+		return q - run->ac->safecap;
+	return st->c_hold + (n + st->c_run - run->ac->safecap);
+}
+
 /* Where output may go up to at stream offset q: below every hold, the views' too. */
 static uint64_t
 redact_limit(const struct redact_run *run, uint32_t s, uint64_t q)
@@ -1188,8 +1227,9 @@ redact_limit(const struct redact_run *run, uint32_t s, uint64_t q)
 	int k;
 
 	if (!run->st->active) {
-		if (run->st->collapsed && !run->st->minimal && run->st->c_hold < lim)
-			lim = run->st->c_hold;
+		if (run->st->collapsed && !run->st->minimal &&
+		    (h = redact_collapsed_hold(run, q)) < lim)
+			lim = h;
 		return lim;
 	}
 	for (k = 0; k < (run->st->veq ? 1 : REDACT_NVIEWS); k++) {
@@ -1463,10 +1503,49 @@ redact_view_collapse(struct redact_run *run, uint64_t q)
 	if (maxrun == 0 || st->minimal || st->quiet > run->ac->safecap)
 		return 1;
 	st->collapsed = 1;
+	st->c_short = 0;
+	st->c_line = 0;
 	st->c_from = q;
 	st->c_hold = from;
 	st->c_until = q + (run->ac->safecap - maxrun);
 	return 0;
+}
+
+/*
+ * A line break at stream offset t after a holdable run, outside any match (input
+ * state the root): the views would drop it and be at the root too, their run going
+ * on. Put them to sleep at once, remembering that run (the bytes before t).
+ */
+static void
+redact_view_linebreak(struct redact_run *run, uint64_t t)
+{
+	struct redact_state *st = run->st;
+	struct redact_view *v = &st->view[0];
+	size_t r = redact_arun(run, t), j, mask = st->mapmask;
+
+	if (r > t - st->emitted)
+		r = (size_t)(t - st->emitted);
+	for (j = 0; j < r; j++)
+		v->map[j & mask] = t - r + j;
+	v->state = 0;
+	v->pend = 0;
+	v->vpos = r;
+	v->vvalid = r;
+	v->arun = r;
+	st->view[1].pend = 0;
+	st->veq = 1;
+	st->esc = X_IDLE;
+	st->gap = 0;
+	st->quiet = 0;
+	st->lbreak = 1;
+	st->active = 0;
+	st->collapsed = 1;
+	st->c_short = r < REDACT_WRAP_MIN;
+	st->c_line = 1;
+	st->c_run = r;
+	st->c_from = t + 1;
+	st->c_hold = t - r;
+	st->c_until = t + 1 + (run->ac->safecap - r);
 }
 
 /*
@@ -1672,6 +1751,24 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 	run.covered = 0;
 
 	while (i < len) {
+		if (!st->active && st->collapsed && st->c_line) {
+			/* Asleep at a line break: fast up to the next special byte. */
+			if (redact_scan(&run, &s, &i, len) != 0)
+				goto fail;
+			if (i == len)
+				break;
+			if (run.base + i == st->c_from && s == 0 &&
+			    (in[i] == '\n' || in[i] == '\r') && !ac->holdable[in[i]]) {
+				/* CR LF, or blank lines: still nothing but line breaks. */
+				s = T[s + cls[in[i++]]];
+				st->c_from++;
+				continue;
+			}
+			if (redact_collapsed_broken(&run, run.base + i))
+				st->collapsed = 0;	/* their run ended with the input's */
+			else
+				redact_view_wake(&run, s, run.base + i);
+		}
 		if (!st->active && st->collapsed) {
 			/* Fast up to where the input's run ends, or a view's would cap. */
 			stop = st->c_until - run.base < len ? (size_t)(st->c_until - run.base) : len;
@@ -1679,6 +1776,14 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 				;
 			if (redact_scan(&run, &s, &i, brk) != 0)
 				goto fail;
+			if (i == brk && i < len && run.base + i == st->c_from && s == 0 &&
+			    (in[i] == '\n' || in[i] == '\r') && !ac->holdable[in[i]]) {
+				/* CR LF, or blank lines: still nothing but line breaks. */
+				s = T[s + cls[in[i++]]];
+				st->c_from++;
+				st->c_until++;
+				continue;
+			}
 			if (i < brk || (i == stop && i < len) ||
 			    (i < len && ac->special[in[i]] && redact_wakes(in, i, len))) {
 				/* A special byte, or the cap: the views go on in step. */
@@ -1701,7 +1806,9 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 			 * after it (the root, no run), so they need not wake.
 			 */
 			if ((in[i] == '\n' || in[i] == '\r') && s == 0 && !ac->holdable[in[i]] &&
-			    (i > 0 ? !ac->holdable[in[i - 1]] : st->arun == 0)) {
+			    !st->minimal) {
+				if (i > 0 ? ac->holdable[in[i - 1]] : st->arun != 0)
+					redact_view_linebreak(&run, run.base + i);
 				s = T[s + cls[in[i++]]];
 				continue;
 			}
@@ -1749,6 +1856,8 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 		st->ivhead = st->ivlen = 0;
 		st->active = 0;
 		st->collapsed = 0;
+		st->c_short = 0;
+		st->c_line = 0;
 		st->lbreak = 0;
 		st->esc = X_IDLE;
 		st->gap = 0;
