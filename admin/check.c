@@ -24,7 +24,7 @@
 #include <sodium.h>
 
 #include "admin.h"
-#include "hygiene.h"
+#include "proc.h"
 #include "config.h"
 #include "keyring.h"
 #include "platform.h"
@@ -92,38 +92,37 @@ check_version(const char *path, uid_t uid, gid_t gid)
 {
 	static char *const envp[] = { "PATH=/usr/bin:/bin", "HOME=/nonexistent",
 	    "LC_ALL=C", "GH_NO_UPDATE_NOTIFIER=1", NULL };
-	char buf[512], *nl;
+	char *const argv[] = { (char *)path, "--version", NULL };
+	char buf[512], *nl, *cause = NULL;
 	size_t len = 0;
 	time_t deadline;
-	int p[2], status;
+	struct proc_req r;
+	struct proc p;
 	pid_t pid;
+	int status;
 
-	if (pipe(p) != 0)
-		return NULL;
+	/* Its own session (killed as a group at the deadline), as the runner, in /. */
+	memset(&r, 0, sizeof r);
+	r.path = path;
+	r.argv = argv;
+	r.envp = envp;
+	r.fd[0] = PROC_NULL;
+	r.fd[1] = PROC_PIPE;
+	r.fd[2] = PROC_STDOUT;
+	r.extra_fd = -1;
+	r.flags = PROC_SETSID | PROC_DROP;
+	r.uid = uid;
+	r.gid = gid;
+	r.cwd = "/";
 	fflush(stdout);
-	if ((pid = fork()) < 0) {
-		close(p[0]);
-		close(p[1]);
+	if (proc_spawn(&r, &p, &cause) != 0) {
+		free(cause);
 		return NULL;
 	}
-	if (pid == 0) {
-		int fd = open("/dev/null", O_RDONLY);
-
-		(void)setsid();
-		if (fd >= 0)
-			dup2(fd, 0);
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		users_closefrom(3);
-		if (chdir("/") != 0 || hygiene_drop_privileges(uid, gid, NULL) != NULL)
-			_exit(126);
-		execve(path, (char *const[]){ (char *)path, "--version", NULL }, envp);
-		_exit(127);
-	}
-	close(p[1]);
+	pid = p.pid;
 	deadline = time(NULL) + CHECK_VERSION_TIMEOUT;
 	for (;;) {
-		struct pollfd pfd = { p[0], POLLIN, 0 };
+		struct pollfd pfd = { p.fd[1], POLLIN, 0 };
 		ssize_t n;
 
 		if (time(NULL) >= deadline) {
@@ -135,12 +134,12 @@ check_version(const char *path, uid_t uid, gid_t gid)
 			continue;
 		if (len >= sizeof buf - 1)
 			break;
-		n = read(p[0], buf + len, sizeof buf - 1 - len);
+		n = read(p.fd[1], buf + len, sizeof buf - 1 - len);
 		if (n <= 0)
 			break;
 		len += (size_t)n;
 	}
-	close(p[0]);
+	proc_close(&p);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	buf[len] = '\0';

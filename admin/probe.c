@@ -7,6 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__APPLE__)
+#include <malloc/malloc.h>
+#define probe_usable(p)	malloc_size(p)
+#else
+#include <malloc.h>
+#define probe_usable(p)	malloc_usable_size(p)
+#endif
 
 #include <curl/curl.h>
 #include <sodium.h>
@@ -14,7 +21,36 @@
 #include "admin.h"
 #include "util.h"
 
+/*
+ * libcurl's allocator: the system's, except that every block is wiped before it
+ * is freed, so the copies libcurl makes of the Authorization header (the header
+ * list, the request it builds and sends) do not stay behind in freed memory.
+ */
+static void
+probe_free(void *p)
+{
+	if (p == NULL)
+		return;
+	sodium_memzero(p, probe_usable(p));
+	free(p);
+}
 
+/* realloc for libcurl: a new block, the old one wiped and freed. */
+static void *
+probe_realloc(void *p, size_t n)
+{
+	size_t	 old;
+	void	*q;
+
+	if (p == NULL)
+		return malloc(n);
+	if ((q = malloc(n > 0 ? n : 1)) == NULL)
+		return NULL;
+	old = probe_usable(p);
+	memcpy(q, p, old < n ? old : n);
+	probe_free(p);
+	return q;
+}
 /* libcurl's header callback: one header line. */
 static size_t
 probe_header(char *buf, size_t size, size_t n, void *arg)
@@ -46,7 +82,8 @@ probe_get(const char *url, const char *authorization, const char *ca_file, long 
 
 	memset(r, 0, sizeof *r);
 	if (!inited) {
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		if (curl_global_init_mem(CURL_GLOBAL_DEFAULT, malloc, probe_free, probe_realloc,
+		    strdup, calloc) != CURLE_OK) {
 			r->error = xstrdup("libcurl failed to initialise");
 			return -1;
 		}
@@ -89,7 +126,7 @@ probe_get(const char *url, const char *authorization, const char *ca_file, long 
 	r->status = (int)code;
 	rc = 0;
 out:
-	/* Our copy of the credential goes; libcurl's own buffers are freed with it. */
+	/* Our copy of the credential goes; libcurl's own are wiped as it frees them. */
 	for (h = hdrs; h != NULL; h = h->next)
 		sodium_memzero(h->data, strlen(h->data));
 	curl_slist_free_all(hdrs);

@@ -1,9 +1,10 @@
 /*
  * Throughput of the streaming redactor: 256 MiB of pseudo-random printable bytes fed
  * in 64 KiB pieces (the size of a data frame) with 0, 1 and 16 secrets; median of
- * five runs each, with the default (safe) hold policy. Two harder inputs follow for
- * comparison: hex text, and text made of near-misses (prefixes of the secrets),
- * which keep the automaton busy. "build ms" is redact_new(); "table KiB" its memory.
+ * five runs each, with the default (safe) hold policy. Harder inputs follow for
+ * comparison: the same text in lines of 80 (each line break wakes the redactor's
+ * views), coloured terminal output (SGR sequences and line breaks), hex text, and
+ * text made of near-misses (prefixes of the secrets), which keep the automaton busy. "build ms" is redact_new(); "table KiB" its memory.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -178,6 +179,25 @@ main(void)
 	row("printable", secrets, 0, data, DATA_LEN);
 	row("printable", secrets, 1, data, DATA_LEN);
 	row("printable", secrets, NSECRETS, data, DATA_LEN);
+
+	/* Lines of 80: each line break wakes the views (a secret may be wrapped). */
+	for (i = 0; i < DATA_LEN; i++)
+		data[i] = i % 81 == 80 ? '\n' : (unsigned char)(0x20 + rng() % 95);
+	row("lines", secrets, 1, data, DATA_LEN);
+	row("lines", secrets, NSECRETS, data, DATA_LEN);
+
+	/* Coloured terminal output: an SGR sequence every 16 bytes, a line break every 80. */
+	for (i = 0; i < DATA_LEN; ) {
+		static const char sgr[] = "\033[1;32m";
+
+		if (i % 16 == 0 && DATA_LEN - i > sizeof sgr) {
+			memcpy(data + i, sgr, sizeof sgr - 1);
+			i += sizeof sgr - 1;
+		}
+		data[i] = i % 81 == 80 ? '\n' : (unsigned char)(0x20 + rng() % 95);
+		i++;
+	}
+	row("sgr+lines", secrets, NSECRETS, data, DATA_LEN);
 
 	for (i = 0; i < DATA_LEN; i++)
 		data[i] = (unsigned char)"0123456789abcdef"[rng() % 16];

@@ -8,6 +8,7 @@
 #include <sodium.h>
 
 #include "redact.h"
+#include "util.h"
 
 /* sodium_malloc() aligns only as well as the size is rounded: keep every size a multiple. */
 #define REDACT_ALIGN	64
@@ -83,6 +84,7 @@ struct redact_ac {
 	size_t		 safecap;	/* longest hold under REDACT_HOLD_SAFE */
 	uint8_t		 cls[256];	/* byte -> class */
 	uint8_t		 holdable[256];	/* bytes the safe hold keeps: F and pattern bytes */
+	uint8_t		 special[256];	/* bytes that may wake the views (none without patterns) */
 	uint8_t		*bigram;	/* [REDACT_BIGRAMS]: can a pattern start with it */
 	uint32_t	*table;		/* [nstates * stride] */
 };
@@ -91,6 +93,44 @@ struct redact_ac {
 struct redact_iv {
 	uint64_t	 s;
 	uint64_t	 e;
+};
+
+/*
+ * Views. Besides the input itself, two views of it are matched against the same
+ * automaton: the input without what a terminal or a line wrap puts between the
+ * characters of a pattern (escape sequences, CR, LF), and the same with %XX decoded
+ * (a partly URL-encoded secret). A view byte remembers the input offset its unit
+ * starts at, so a match masks the whole input span, junk inside included. The views
+ * differ from the input only near a special byte (ESC, CR, LF, '%'): they run, byte
+ * by byte and in step with the input's automaton, from a special byte until
+ * REDACT_HOLD_ROUND-rounded quiet bytes have passed; elsewhere their automaton state
+ * is the input's, so the input's fast path does their work.
+ */
+#define REDACT_NVIEWS	2	/* 0: junk stripped; 1: junk stripped, %XX decoded */
+#define BG_PATTERN	0x1	/* bigram filter: a pattern starts with these two bytes */
+#define BG_SPECIAL	0x2	/* they wake the views: ESC, CR or LF, or '%' and a hex digit */
+
+/* The strip parser: where in an escape sequence the input is. */
+enum {
+	X_IDLE,		/* between sequences */
+	X_ESC,		/* after ESC */
+	X_INTER,	/* ESC, intermediate bytes (0x20-0x2f) */
+	X_CSI,		/* ESC [ parameters and intermediates */
+	X_OSC,		/* ESC ] text, until BEL or ESC \ */
+	X_OSC_ESC	/* ESC inside an OSC */
+};
+
+/* One view of a stream. */
+struct redact_view {
+	uint32_t	 state;		/* automaton state */
+	int		 pend;		/* decoding view: 0, '%' seen (1), and a hex digit (2) */
+	unsigned char	 phex;		/* that hex digit */
+	uint64_t	 pstart;	/* offset of the pending '%' */
+	uint64_t	 phexpos;	/* offset of the pending hex digit */
+	uint64_t	 vpos;		/* view bytes so far */
+	size_t		 vvalid;	/* map entries that are valid, at most mapmask + 1 */
+	size_t		 arun;		/* holdable view bytes ending here, at most safecap */
+	uint64_t	*map;		/* [mapmask + 1]: input offset of view byte vpos - k */
 };
 
 /* The state of one stream. */
@@ -109,6 +149,28 @@ struct redact_state {
 	size_t		 ivcap;
 	size_t		 ivhead;
 	size_t		 ivlen;
+	int		 active;	/* the views run (near a special byte) */
+	int		 esc;		/* strip parser state (X_*) */
+	size_t		 gap;		/* junk bytes since the last view byte */
+	uint64_t	 quiet;		/* bytes since the last special one */
+	size_t		 mapmask;	/* view maps: a power of two, less one */
+	int		 veq;		/* no %XX unit since the views woke: view 1 is view 0 */
+	int		 lbreak;	/* a CR or LF since the last view byte */
+	/*
+	 * Collapsed: the views are asleep in the input's state, but a view's
+	 * holdable run began before junk the input counts as a break; until the
+	 * input's run ends too, the views still hold from c_hold. They wake (their
+	 * maps brought up to date) at a special byte or at c_until, where a run
+	 * would reach safecap.
+	 */
+	int		 collapsed;
+	uint64_t	 c_from;	/* offset where they went to sleep */
+	uint64_t	 c_hold;	/* the earliest start of their runs */
+	uint64_t	 c_until;	/* wake here at the latest */
+	int		 c_short;	/* asleep at a line break after a short tail */
+	int		 c_line;	/* asleep at a line break: c_run bytes of run before */
+	size_t		 c_run;
+	struct redact_view view[REDACT_NVIEWS];
 };
 
 struct redact {
@@ -124,6 +186,7 @@ struct redact_run {
 	const unsigned char	*in;
 	uint64_t		 base;	/* stream offset of in[0] */
 	uint64_t		 hbase;	/* stream offset of st->hold[0] */
+	int			 covered; /* a view or lockstep match since the last emit */
 	redact_sink		 sink;
 	void			*arg;
 };
@@ -751,14 +814,36 @@ redact_bigram(const unsigned char *p)
 }
 
 /*
- * Room for covered intervals: a stream holds at most safecap (>= maxlen - 1) bytes,
- * and the intervals in them are disjoint and not adjacent, so at most half as many,
- * plus one being added.
+ * The most a stream holds: safecap view bytes, each a %XX unit at most, with up to
+ * REDACT_MAXGAP junk bytes before each and after the last, and a pending unit. Secret-independent
+ * beyond what safecap already tells.
+ */
+static size_t
+redact_holdmax(const struct redact_ac *ac)
+{
+	return ac->safecap * (3 + REDACT_MAXGAP) + 2 * REDACT_MAXGAP + 8;
+}
+
+/*
+ * Room for covered intervals: they lie in the held bytes, are disjoint, not
+ * adjacent and (but for the first) at least REDACT_MIN_LEN long, plus one being
+ * added.
  */
 static size_t
 redact_ivcap(const struct redact_ac *ac)
 {
-	return ac->safecap / 2 + 3;
+	return redact_holdmax(ac) / 4 + 3;
+}
+
+/* Entries of a view's offset map: a power of two above safecap. */
+static size_t
+redact_mapcap(const struct redact_ac *ac)
+{
+	size_t n = 64;
+
+	while (n <= ac->safecap + 1)
+		n *= 2;
+	return n;
 }
 
 /* Allocate a stream on ac (taking a reference) with room for what it may hold. */
@@ -766,16 +851,19 @@ static struct redact *
 redact_stream_alloc(struct redact_ac *ac)
 {
 	struct redact *r;
-	size_t hsz, ivcap, ivsz, size = 0, m;
+	size_t hsz, ivcap, ivsz, mapcap, mapsz, size = 0, m, v;
 
-	if (ac->safecap == SIZE_MAX || (hsz = redact_round(ac->safecap + 1)) == 0) {
+	if (ac->safecap > SIZE_MAX / (4 * REDACT_MAXGAP) ||
+	    (hsz = redact_round(redact_holdmax(ac) + 1)) == 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	ivcap = redact_ivcap(ac);
+	mapcap = redact_mapcap(ac);
+	mapsz = redact_round(mapcap * sizeof(uint64_t));
 	if (redact_mul(&m, ivcap, sizeof *r->st.iv) != 0 || (ivsz = redact_round(m)) == 0 ||
 	    redact_add(&size, redact_round(sizeof *r)) != 0 || redact_add(&size, hsz) != 0 ||
-	    redact_add(&size, ivsz) != 0) {
+	    redact_add(&size, ivsz) != 0 || redact_add(&size, REDACT_NVIEWS * mapsz) != 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -787,8 +875,38 @@ redact_stream_alloc(struct redact_ac *ac)
 	r->st.holdcap = hsz;
 	r->st.iv = (struct redact_iv *)(void *)(r->st.hold + hsz);
 	r->st.ivcap = ivcap;
+	r->st.mapmask = mapcap - 1;
+	for (v = 0; v < REDACT_NVIEWS; v++)
+		r->st.view[v].map = (uint64_t *)(void *)((unsigned char *)r->st.iv + ivsz +
+		    v * mapsz);
 	atomic_fetch_add(&ac->refs, 1);
 	return r;
+}
+
+/* Mark the bytes and bigrams where the views have work. */
+static void
+redact_build_special(struct redact_ac *ac)
+{
+	static const char hex[] = "0123456789abcdefABCDEF";
+	unsigned char pair[2];
+	unsigned int x;
+	size_t k;
+
+	ac->special[0x1b] = ac->special['\r'] = ac->special['\n'] = ac->special['%'] = 1;
+	for (x = 0; x < 256; x++) {
+		pair[1] = (unsigned char)x;
+		pair[0] = 0x1b;
+		ac->bigram[redact_bigram(pair)] |= BG_SPECIAL;
+		pair[0] = '\r';
+		ac->bigram[redact_bigram(pair)] |= BG_SPECIAL;
+		pair[0] = '\n';
+		ac->bigram[redact_bigram(pair)] |= BG_SPECIAL;
+	}
+	pair[0] = '%';
+	for (k = 0; hex[k] != '\0'; k++) {
+		pair[1] = (unsigned char)hex[k];
+		ac->bigram[redact_bigram(pair)] |= BG_SPECIAL;
+	}
 }
 
 /* Build the automaton for secrets[0..n) and a first stream on it. */
@@ -867,7 +985,9 @@ redact_new(const struct redact_secret *secrets, size_t n)
 	ac->table = (uint32_t *)(void *)(ac->bigram + REDACT_BIGRAMS);
 	redact_build_table(&b, ac);
 	for (p = 0; p < b.npats; p++)
-		ac->bigram[redact_bigram(b.pbytes + b.pats[p].off)] = 1;
+		ac->bigram[redact_bigram(b.pbytes + b.pats[p].off)] = BG_PATTERN;
+	if (ac->maxlen > 0)
+		redact_build_special(ac);
 
 	if ((r = redact_stream_alloc(ac)) == NULL)
 		goto out;
@@ -1001,20 +1121,21 @@ redact_hold(const struct redact_run *run, uint32_t s, uint64_t q)
 }
 
 /*
- * A pattern ends just before stream offset end, the automaton being in state s:
- * record the covered interval and write what is settled.
+ * Record the covered interval [start, end) of stream offsets. Intervals arrive with
+ * non-decreasing ends; one that reaches back over earlier ones absorbs them.
  */
-static int
-redact_match(struct redact_run *run, uint32_t s, uint64_t end)
+static void
+redact_cover(struct redact_run *run, uint64_t start, uint64_t end)
 {
 	struct redact_state *st = run->st;
-	const uint32_t *row = run->ac->table + s + run->ac->classes;
-	uint64_t start = end - row[0];
 	struct redact_iv *back;
 	size_t i;
 
 	/* Bytes before emitted are already written, necessarily inside a mask: a match
-	 * never starts before the hold of the state preceding it. */
+	 * never starts before the hold of the state preceding it. (A view's match can
+	 * end a byte before the input's last one, so it may even end there.) */
+	if (end <= st->emitted)
+		return;
 	if (start < st->emitted)
 		start = st->emitted;
 	while (st->ivlen != 0) {
@@ -1024,6 +1145,8 @@ redact_match(struct redact_run *run, uint32_t s, uint64_t end)
 			break;
 		if (back->s < start)
 			start = back->s;
+		if (back->e > end)
+			end = back->e;
 		st->ivlen--;
 	}
 	if (st->ivlen == st->ivcap)
@@ -1033,7 +1156,458 @@ redact_match(struct redact_run *run, uint32_t s, uint64_t end)
 	back->s = start;
 	back->e = end;
 	st->ivlen++;
-	return redact_emit(run, end - redact_hold(run, s, end));
+}
+
+/* The first offset a view may still need at stream offset q: what it holds. */
+static uint64_t
+redact_view_hold(const struct redact_run *run, const struct redact_view *v, uint64_t q)
+{
+	const struct redact_ac *ac = run->ac;
+	size_t vh = ac->table[v->state + ac->classes + 1];
+	uint64_t start = q;
+
+	/*
+	 * A line just ended, in a short holdable tail: it goes out now, so a tool
+	 * that prints "ready" and waits is seen waiting. Should the next line carry
+	 * on a secret, the rest of it is masked (the match goes on from there), but
+	 * these few bytes were shown.
+	 */
+	if (run->st->lbreak && !run->st->minimal && v->arun < REDACT_WRAP_MIN)
+		return v->pend ? v->pstart : q;
+	if (!run->st->minimal && v->arun > vh)
+		vh = v->arun;
+	/* Past what the map knows: bytes already written (covered); hold the rest. */
+	if (vh > v->vvalid)
+		start = run->st->emitted;
+	else if (vh > 0)
+		start = v->map[(v->vpos - vh) & run->st->mapmask];
+	if (v->pend && v->pstart < start)
+		start = v->pstart;
+	return start;
+}
+
+/*
+ * Whether the input's holdable run has ended since collapsed views went to sleep
+ * (then theirs ended there too), at stream offset q.
+ */
+static int
+redact_collapsed_broken(const struct redact_run *run, uint64_t q)
+{
+	size_t a = redact_arun(run, q);
+
+	return a < q - run->st->c_from && a < run->ac->safecap;
+}
+
+/* What collapsed views hold at stream offset q (q itself: nothing more). */
+static uint64_t
+redact_collapsed_hold(const struct redact_run *run, uint64_t q)
+{
+	const struct redact_state *st = run->st;
+	uint64_t n = q - st->c_from;
+
+	/* A short tail just before a line break that ends the feed goes now. */
+	if (st->c_short && q == st->c_from)
+		return q;
+	if (!st->c_line)
+		return st->c_hold;	/* until the run ends (the caller stops there) */
+	if (redact_collapsed_broken(run, q))
+		return q;
+	if (n + st->c_run <= run->ac->safecap)
+		return st->c_hold;
+	if (n >= run->ac->safecap)
+		return q - run->ac->safecap;
+	return st->c_hold + (n + st->c_run - run->ac->safecap);
+}
+
+/* Where output may go up to at stream offset q: below every hold, the views' too. */
+static uint64_t
+redact_limit(const struct redact_run *run, uint32_t s, uint64_t q)
+{
+	uint64_t lim = q - redact_hold(run, s, q), h;
+	int k;
+
+	if (!run->st->active) {
+		if (run->st->collapsed && !run->st->minimal &&
+		    (h = redact_collapsed_hold(run, q)) < lim)
+			lim = h;
+		return lim;
+	}
+	for (k = 0; k < (run->st->veq ? 1 : REDACT_NVIEWS); k++) {
+		if ((h = redact_view_hold(run, &run->st->view[k], q)) < lim)
+			lim = h;
+	}
+	return lim;
+}
+
+/*
+ * A pattern ends just before stream offset end, the automaton being in state s:
+ * record the covered interval and write what is settled.
+ */
+static int
+redact_match(struct redact_run *run, uint32_t s, uint64_t end)
+{
+	redact_cover(run, end - run->ac->table[s + run->ac->classes], end);
+	return redact_emit(run, redact_limit(run, s, end));
+}
+
+/* A view byte b whose unit starts at stream offset start; a match covers up to end. */
+static inline __attribute__((always_inline)) void
+redact_view_byte(struct redact_run *run, struct redact_view *v, unsigned char b,
+    uint64_t start, uint64_t end)
+{
+	const struct redact_ac *ac = run->ac;
+	size_t mask = run->st->mapmask, len;
+
+	v->state = ac->table[v->state + ac->cls[b]];
+	v->map[v->vpos & mask] = start;
+	v->vpos++;
+	if (v->vvalid <= mask)
+		v->vvalid++;
+	if (!ac->holdable[b])
+		v->arun = 0;
+	else if (v->arun < ac->safecap)
+		v->arun++;
+	if (v->state >= ac->match) {
+		len = ac->table[v->state + ac->classes];
+		/*
+		 * A match reaching back past what the map knows began in bytes
+		 * already written, which were covered (nothing else leaves the
+		 * hold so early): it goes on from there, as the cover clamps it.
+		 */
+		redact_cover(run, len > v->vvalid ? 0 : v->map[(v->vpos - len) & mask], end);
+		run->covered = 1;
+	}
+}
+
+/*
+ * A pending '%' (and hex digit) turned out literal: view bytes of their own. A
+ * match ending with the '%' ends a byte before one the input may have found
+ * ending at the hex digit; the two overlap, so the cover still merges them.
+ */
+static void
+redact_view_unpend(struct redact_run *run, struct redact_view *v)
+{
+	if (v->pend == 0)
+		return;
+	redact_view_byte(run, v, '%', v->pstart, v->pstart + 1);
+	if (v->pend == 2)
+		redact_view_byte(run, v, v->phex, v->phexpos, v->phexpos + 1);
+	v->pend = 0;
+}
+
+/* The decoding view: content byte b at offset q, %XX decoded. */
+static inline __attribute__((always_inline)) void
+redact_view_decode(struct redact_run *run, struct redact_view *v, unsigned char b, uint64_t q)
+{
+	int h;
+
+	for (;;) {
+		if (v->pend == 0) {
+			if (b == '%') {
+				v->pend = 1;
+				v->pstart = q;
+			} else
+				redact_view_byte(run, v, b, q, q + 1);
+			return;
+		}
+		h = util_hexval(b);
+		if (v->pend == 1 && h >= 0) {
+			v->pend = 2;
+			v->phex = b;
+			v->phexpos = q;
+			return;
+		}
+		if (v->pend == 2 && h >= 0) {
+			v->pend = 0;
+			redact_view_byte(run, v, (unsigned char)(util_hexval(v->phex) << 4 | h),
+			    v->pstart, q + 1);
+			return;
+		}
+		/* Not a unit after all: the pending bytes are literal, then b afresh. */
+		redact_view_unpend(run, v);
+	}
+}
+
+/* Forget what the views have seen: too much junk between two characters. */
+static void
+redact_view_break(struct redact_state *st)
+{
+	int k;
+
+	for (k = 0; k < REDACT_NVIEWS; k++) {
+		st->view[k].state = 0;
+		st->view[k].pend = 0;
+		st->view[k].vvalid = 0;
+		st->view[k].arun = 0;
+	}
+	st->gap = 0;
+}
+
+/* A junk byte (part of an escape sequence, CR, LF): no %XX unit spans it. */
+static void
+redact_view_junk(struct redact_run *run)
+{
+	struct redact_state *st = run->st;
+
+	redact_view_unpend(run, &st->view[1]);
+	st->quiet = 0;
+	if (++st->gap > REDACT_MAXGAP) {
+		redact_view_break(st);
+		st->esc = X_IDLE;
+	}
+}
+
+/* The decoding view goes its own way: it starts as a copy of the other. */
+static void
+redact_view_split(struct redact_state *st)
+{
+	struct redact_view *a = &st->view[0], *b = &st->view[1];
+	uint64_t *map = b->map, j;
+
+	for (j = a->vpos - a->vvalid; j < a->vpos; j++)
+		map[j & st->mapmask] = a->map[j & st->mapmask];
+	*b = *a;
+	b->map = map;
+	st->veq = 0;
+}
+
+/* Feed input byte b at stream offset q to the strip parser and the views. */
+static inline __attribute__((always_inline)) void
+redact_view_feed(struct redact_run *run, unsigned char b, uint64_t q)
+{
+	struct redact_state *st = run->st;
+
+	for (;;) {
+		switch (st->esc) {
+		case X_IDLE:
+			if (b == 0x1b) {
+				st->esc = X_ESC;
+				redact_view_junk(run);
+			} else if (b == '\r' || b == '\n') {
+				st->lbreak = 1;
+				redact_view_junk(run);
+			} else {
+				st->gap = 0;
+				st->lbreak = 0;
+				st->quiet = b == '%' ? 0 : st->quiet + 1;
+				/* Until a '%' the decoding view is the other one. */
+				if (st->veq && b == '%')
+					redact_view_split(st);
+				/* Decoding first: its pending bytes end before q + 1. */
+				if (!st->veq)
+					redact_view_decode(run, &st->view[1], b, q);
+				redact_view_byte(run, &st->view[0], b, q, q + 1);
+			}
+			return;
+		case X_ESC:
+			if (b == '[')
+				st->esc = X_CSI;
+			else if (b == ']')
+				st->esc = X_OSC;
+			else if (b >= 0x20 && b <= 0x2f)
+				st->esc = X_INTER;
+			else if (b >= 0x30 && b <= 0x7e)
+				st->esc = X_IDLE;
+			else {
+				st->esc = X_IDLE;	/* a lone ESC: junk; b afresh */
+				continue;
+			}
+			redact_view_junk(run);
+			return;
+		case X_INTER:
+			if (b >= 0x30 && b <= 0x7e)
+				st->esc = X_IDLE;
+			else if (b < 0x20 || b > 0x2f) {
+				st->esc = X_IDLE;
+				continue;
+			}
+			redact_view_junk(run);
+			return;
+		case X_CSI:
+			if (b >= 0x40 && b <= 0x7e)
+				st->esc = X_IDLE;
+			else if (b < 0x20 || b > 0x3f) {
+				st->esc = X_IDLE;
+				continue;
+			}
+			redact_view_junk(run);
+			return;
+		case X_OSC:
+			if (b == 0x07)
+				st->esc = X_IDLE;
+			else if (b == 0x1b)
+				st->esc = X_OSC_ESC;
+			else if (b < 0x20 || b == 0x7f) {
+				st->esc = X_IDLE;
+				continue;
+			}
+			redact_view_junk(run);
+			return;
+		case X_OSC_ESC:
+			if (b == '\\') {
+				st->esc = X_IDLE;
+				redact_view_junk(run);
+				return;
+			}
+			st->esc = X_ESC;	/* the ESC began a new sequence */
+			continue;
+		}
+		return;
+	}
+}
+
+/*
+ * Whether the views are in the input's state s (the caller has checked that the
+ * bytes that state spells are plain content, so their holds of it span the same
+ * bytes): from here on the input's automaton does their matching exactly.
+ */
+static inline __attribute__((always_inline)) int
+redact_view_same(const struct redact_run *run, uint32_t s)
+{
+	const struct redact_state *st = run->st;
+	int k;
+
+	for (k = 0; k < (st->veq ? 1 : REDACT_NVIEWS); k++) {
+		if (st->view[k].state != s)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Put the views to sleep at stream offset q (after the input's state s, which is
+ * theirs): only their holdable runs still reach back over junk. Returns 0, or 1
+ * when even those are the input's (none), so nothing is left to remember.
+ */
+static int
+redact_view_collapse(struct redact_run *run, uint64_t q)
+{
+	struct redact_state *st = run->st;
+	size_t maxrun = 0;
+	uint64_t from = q, h;
+	int k;
+
+	st->active = 0;
+	for (k = 0; k < (st->veq ? 1 : REDACT_NVIEWS); k++) {
+		const struct redact_view *v = &st->view[k];
+
+		if (v->arun == 0)
+			continue;
+		h = v->arun > v->vvalid ? st->emitted : v->map[(v->vpos - v->arun) &
+		    st->mapmask];
+		if (h < from)
+			from = h;
+		if (v->arun > maxrun)
+			maxrun = v->arun;
+	}
+	if (maxrun == 0 || st->minimal || st->quiet > run->ac->safecap)
+		return 1;
+	st->collapsed = 1;
+	st->c_short = 0;
+	st->c_line = 0;
+	st->c_from = q;
+	st->c_hold = from;
+	st->c_until = q + (run->ac->safecap - maxrun);
+	return 0;
+}
+
+/*
+ * A line break at stream offset t after a holdable run, outside any match (input
+ * state the root): the views would drop it and be at the root too, their run going
+ * on. Put them to sleep at once, remembering that run (the bytes before t).
+ */
+static void
+redact_view_linebreak(struct redact_run *run, uint64_t t)
+{
+	struct redact_state *st = run->st;
+	struct redact_view *v = &st->view[0];
+	size_t r = redact_arun(run, t), j, mask = st->mapmask;
+
+	if (r > t - st->emitted)
+		r = (size_t)(t - st->emitted);
+	for (j = 0; j < r; j++)
+		v->map[j & mask] = t - r + j;
+	v->state = 0;
+	v->pend = 0;
+	v->vpos = r;
+	v->vvalid = r;
+	v->arun = r;
+	st->view[1].pend = 0;
+	st->veq = 1;
+	st->esc = X_IDLE;
+	st->gap = 0;
+	st->quiet = 0;
+	st->lbreak = 1;
+	st->active = 0;
+	st->collapsed = 1;
+	st->c_short = r < REDACT_WRAP_MIN;
+	st->c_line = 1;
+	st->c_run = r;
+	st->c_from = t + 1;
+	st->c_hold = t - r;
+	st->c_until = t + 1 + (run->ac->safecap - r);
+}
+
+/*
+ * Wake collapsed views at stream offset u in input state s: everything since they
+ * slept was holdable content, one view byte per input byte.
+ */
+static void
+redact_view_wake(struct redact_run *run, uint32_t s, uint64_t u)
+{
+	struct redact_state *st = run->st;
+	size_t mask = st->mapmask, n = (size_t)(u - st->c_from), j;
+	int k;
+
+	for (k = 0; k < REDACT_NVIEWS; k++) {
+		struct redact_view *v = &st->view[k];
+
+		for (j = n > mask + 1 ? n - mask - 1 : 0; j < n; j++)
+			v->map[(v->vpos + j) & mask] = st->c_from + j;
+		v->vpos += n;
+		v->vvalid = v->vvalid + n > mask + 1 ? mask + 1 : v->vvalid + n;
+		v->arun = v->arun + n > run->ac->safecap ? run->ac->safecap : v->arun + n;
+		v->state = s;
+	}
+	st->quiet += n;
+	st->collapsed = 0;
+	st->active = 1;
+}
+
+/*
+ * Start the views at stream offset t, in input state s. They were idle (see
+ * redact_view_idle), so each view's state is the input's, and its last view bytes,
+ * as far back as a hold or a match can reach, are the input's own.
+ */
+static void
+redact_view_start(struct redact_run *run, uint32_t s, uint64_t t)
+{
+	struct redact_state *st = run->st;
+	size_t arun = redact_arun(run, t), n = run->ac->table[s + run->ac->classes + 1], j;
+	size_t mask = st->mapmask;
+	struct redact_view *v;
+	uint64_t *map;
+
+	/* Only the view bytes a hold can reach back to: the prefix, the run. */
+	if (arun > n)
+		n = arun;
+	if (n > t - st->emitted)
+		n = (size_t)(t - st->emitted);
+	v = &st->view[0];
+	map = v->map;
+	for (j = 0; j < n; j++)
+		map[j & mask] = t - n + j;
+	v->state = s;
+	v->pend = 0;
+	v->vpos = n;
+	v->vvalid = n;
+	v->arun = arun;
+	st->view[1].pend = 0;
+	st->veq = 1;
+	st->active = 1;
+	st->esc = X_IDLE;
+	st->gap = 0;
+	st->quiet = 0;
 }
 
 /*
@@ -1069,6 +1643,75 @@ redact_skip(const uint8_t *bg, const unsigned char *in, size_t p, size_t len)
 }
 
 /*
+ * Whether the special byte in[i] gives the views work: ESC, CR and LF always, '%'
+ * when a %XX unit follows (or may, at the end of the input); any other '%' is the
+ * same byte in every view.
+ */
+static inline int
+redact_wakes(const unsigned char *in, size_t i, size_t end)
+{
+	if (in[i] != '%' || end - i < 3)
+		return 1;
+	return util_hexval(in[i + 1]) >= 0 && util_hexval(in[i + 2]) >= 0;
+}
+
+/*
+ * The input's automaton over in[*ip, end), from state *sp, with the bigram filter:
+ * where the automaton is in the root or a depth-1 state after in[i - 1], every
+ * longer match must start with a bigram of some pattern, at i - 1 or later: the
+ * filter finds the next such place, and the automaton restarts from the root there
+ * in the state it would have reached. No pattern can end in between (all are at
+ * least REDACT_MIN_LEN long), so nothing is lost. The filter also flags where the
+ * views have work (BG_SPECIAL): the scan stops before such a byte, or one that
+ * might be (ESC, CR, LF, '%'), and leaves *ip there, *sp exact after in[*ip - 1].
+ */
+static int
+redact_scan(struct redact_run *run, uint32_t *sp, size_t *ip, size_t end)
+{
+	const struct redact_ac *ac = run->ac;
+	const uint32_t *T = ac->table;
+	const uint8_t *cls = ac->cls, *bg = ac->bigram, *special = ac->special;
+	const unsigned char *in = run->in;
+	uint32_t s = *sp, shallow = ac->shallow, match = ac->match;
+	size_t i = *ip;
+	int rc = 0;
+
+	while (i < end) {
+		do {
+			if (special[in[i]] && redact_wakes(in, i, end))
+				goto out;
+			s = T[s + cls[in[i++]]];
+			if (s >= match && redact_match(run, s, run->base + i) != 0) {
+				rc = -1;
+				goto out;
+			}
+		} while (s >= shallow && i < end);
+		if (i == end)
+			break;
+		i = redact_skip(bg, in, i - 1, end);
+		if (i == end) {
+			/* The last byte starts no bigram: it may still be special. */
+			if (special[in[end - 1]]) {
+				i = end - 1;
+				s = T[cls[in[end - 2]]];
+				goto out;
+			}
+			s = T[cls[in[end - 1]]];
+			break;
+		}
+		if ((bg[redact_bigram(in + i)] & BG_SPECIAL) && redact_wakes(in, i, end)) {
+			s = T[cls[in[i - 1]]];
+			goto out;
+		}
+		s = T[cls[in[i++]]];
+	}
+out:
+	*sp = s;
+	*ip = i;
+	return rc;
+}
+
+/*
  * Run len bytes of a stream through the automaton, writing what is settled; at eof
  * write the rest too and make the stream empty again.
  *
@@ -1085,9 +1728,10 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 	struct redact_run run;
 	const uint32_t *T = ac->table;
 	const uint8_t *cls = ac->cls;
-	uint32_t s = st->state, shallow = ac->shallow, match = ac->match;
-	size_t i = 0, keep, old;
-	uint64_t end, hold;
+	uint32_t s = st->state, match = ac->match;
+	size_t i = 0, keep, old, stop, brk;
+	uint64_t end, hold, q;
+	int k;
 
 	if (st->failed) {
 		errno = EIO;
@@ -1104,21 +1748,88 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 	run.hbase = st->emitted;
 	run.sink = sink;
 	run.arg = arg;
+	run.covered = 0;
 
 	while (i < len) {
-		do {
-			s = T[s + cls[in[i++]]];
-			if (s >= match && redact_match(&run, s, run.base + i) != 0)
+		if (!st->active && st->collapsed && st->c_line) {
+			/* Asleep at a line break: fast up to the next special byte. */
+			if (redact_scan(&run, &s, &i, len) != 0)
 				goto fail;
-		} while (s >= shallow && i < len);
-		if (i == len)
-			break;
-		i = redact_skip(ac->bigram, in, i - 1, len);
-		if (i == len) {
-			s = T[cls[in[len - 1]]];
-			break;
+			if (i == len)
+				break;
+			if (run.base + i == st->c_from && s == 0 &&
+			    (in[i] == '\n' || in[i] == '\r') && !ac->holdable[in[i]]) {
+				/* CR LF, or blank lines: still nothing but line breaks. */
+				s = T[s + cls[in[i++]]];
+				st->c_from++;
+				continue;
+			}
+			if (redact_collapsed_broken(&run, run.base + i))
+				st->collapsed = 0;	/* their run ended with the input's */
+			else
+				redact_view_wake(&run, s, run.base + i);
 		}
-		s = T[cls[in[i++]]];
+		if (!st->active && st->collapsed) {
+			/* Fast up to where the input's run ends, or a view's would cap. */
+			stop = st->c_until - run.base < len ? (size_t)(st->c_until - run.base) : len;
+			for (brk = i; brk < stop && ac->holdable[in[brk]]; brk++)
+				;
+			if (redact_scan(&run, &s, &i, brk) != 0)
+				goto fail;
+			if (i == brk && i < len && run.base + i == st->c_from && s == 0 &&
+			    (in[i] == '\n' || in[i] == '\r') && !ac->holdable[in[i]]) {
+				/* CR LF, or blank lines: still nothing but line breaks. */
+				s = T[s + cls[in[i++]]];
+				st->c_from++;
+				st->c_until++;
+				continue;
+			}
+			if (i < brk || (i == stop && i < len) ||
+			    (i < len && ac->special[in[i]] && redact_wakes(in, i, len))) {
+				/* A special byte, or the cap: the views go on in step. */
+				redact_view_wake(&run, s, run.base + i);
+			} else if (i < len) {
+				st->collapsed = 0;	/* the run ends here for all */
+				continue;
+			} else
+				break;
+		}
+		if (!st->active) {
+			/* The input alone, fast, up to the next special byte. */
+			if (redact_scan(&run, &s, &i, len) != 0)
+				goto fail;
+			if (i == len)
+				break;
+			/*
+			 * A line break after a byte no pattern uses, outside any
+			 * match: the views would drop it and be where the input is
+			 * after it (the root, no run), so they need not wake.
+			 */
+			if ((in[i] == '\n' || in[i] == '\r') && s == 0 && !ac->holdable[in[i]] &&
+			    !st->minimal) {
+				if (i > 0 ? ac->holdable[in[i - 1]] : st->arun != 0)
+					redact_view_linebreak(&run, run.base + i);
+				s = T[s + cls[in[i++]]];
+				continue;
+			}
+			redact_view_start(&run, s, run.base + i);
+		}
+		/* Near special bytes: the input and its views byte by byte, in step. */
+		for (; i < len && st->active; i++) {
+			q = run.base + i;
+			run.covered = 0;
+			redact_view_feed(&run, in[i], q);
+			s = T[s + cls[in[i]]];
+			if (s >= match) {
+				redact_cover(&run, q + 1 - T[s + ac->classes], q + 1);
+				run.covered = 1;
+			}
+			if (run.covered && redact_emit(&run, redact_limit(&run, s, q + 1)) != 0)
+				goto fail;
+			if (st->esc == X_IDLE && st->gap == 0 && st->view[1].pend == 0 &&
+			    st->quiet >= T[s + ac->classes + 1] && redact_view_same(&run, s))
+				(void)redact_view_collapse(&run, q + 1);
+		}
 	}
 
 	st->state = s;
@@ -1128,7 +1839,9 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 	else {
 		hold = redact_hold(&run, s, st->pos);
 		st->arun = redact_arun(&run, st->pos);
-		end = st->pos - hold;
+		end = redact_limit(&run, s, st->pos);
+		if (st->pos - hold < end)
+			end = st->pos - hold;
 	}
 	if (redact_emit(&run, end) != 0)
 		goto fail;
@@ -1141,6 +1854,16 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 		st->nhold = 0;
 		st->arun = 0;
 		st->ivhead = st->ivlen = 0;
+		st->active = 0;
+		st->collapsed = 0;
+		st->c_short = 0;
+		st->c_line = 0;
+		st->lbreak = 0;
+		st->esc = X_IDLE;
+		st->gap = 0;
+		st->quiet = 0;
+		for (k = 0; k < REDACT_NVIEWS; k++)
+			st->view[k].pend = 0;
 		return 0;
 	}
 
@@ -1241,6 +1964,7 @@ redact_string(const struct redact *r, const char *s)
 	struct redact_buf b;
 	char *ret = NULL;
 	size_t len;
+	int k;
 
 	if (s == NULL) {
 		errno = EINVAL;
@@ -1253,8 +1977,13 @@ redact_string(const struct redact *r, const char *s)
 	memset(&b, 0, sizeof b);
 	len = strlen(s);
 	st.ivcap = redact_ivcap(r->ac);
+	st.mapmask = redact_mapcap(r->ac) - 1;
 	if ((st.iv = calloc(st.ivcap, sizeof *st.iv)) == NULL)
 		goto out;
+	for (k = 0; k < REDACT_NVIEWS; k++) {
+		if ((st.view[k].map = calloc(st.mapmask + 1, sizeof(uint64_t))) == NULL)
+			goto out;
+	}
 	/* The whole string is final: nothing is ever kept, so no hold buffer. */
 	if (redact_run(r->ac, &st, (const unsigned char *)s, len, 1, redact_buf_sink, &b) != 0)
 		goto out;
@@ -1265,6 +1994,8 @@ redact_string(const struct redact *r, const char *s)
 
 out:
 	free(st.iv);
+	for (k = 0; k < REDACT_NVIEWS; k++)
+		free(st.view[k].map);
 	free(b.p);
 	return ret;
 }

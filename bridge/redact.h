@@ -26,6 +26,20 @@
  *   - hex, lower and upper case.
  * Identical patterns are kept once; patterns shorter than REDACT_MIN_LEN are dropped.
  *
+ * Views. The patterns are also sought in two views of the input. View 0 drops what
+ * a terminal or a line wrap puts between characters: escape sequences (CSI: ESC [
+ * parameters, intermediates, final byte, e.g. SGR colours; OSC: ESC ] text ended by
+ * BEL or ESC \; other ESC sequences: ESC intermediates final), a lone ESC before a
+ * control byte, CR and LF. View 1 does the same and decodes each %XX (either case,
+ * each digit on its own) to its byte, so a secret with only some of its bytes
+ * %-encoded is found. So escapes between the characters of any encoding above,
+ * base64 wrapped at any width with LF or CRLF, and partly URL-encoded secrets are
+ * masked. A match in a view masks the whole input span from its first unit to its
+ * last, the junk inside included. More than REDACT_MAXGAP junk bytes in a row
+ * separate. Not seen: '+' for a space in partly form-encoded text, junk inside a
+ * %XX unit, and a lone ESC just before a character that completes a two-byte
+ * sequence with it ("ESC g" takes the g, as a terminal would).
+ *
  * Output. Every input byte covered by at least one occurrence of any pattern is
  * masked; each maximal run of consecutive covered bytes becomes exactly one
  * REDACT_MASK. Every other byte passes through unchanged and in order. Occurrences
@@ -41,8 +55,14 @@
  * a length that depends only on the longest pattern rounded up to REDACT_HOLD_ROUND:
  * letters, digits, + / - _ . ~ % \ " and any other byte that occurs in a pattern
  * (so only unusual bytes in a secret, such as a space, are revealed by the policy).
- * Output that ends in a space, a newline, a colon and the like, as prompts and
- * lines do, goes out at once. REDACT_HOLD_MINIMAL holds exactly the longest suffix
+ * Junk (escape sequences, CR, LF) does not end such a run: a line's holdable tail
+ * of REDACT_WRAP_MIN bytes or more is held until the next line shows whether a
+ * secret wrapped or split there goes on. A shorter one goes out at once, so a tool
+ * that prints "ready" and waits is seen waiting; if the next line, in a later feed,
+ * does carry on a secret, the rest of it is masked but those few bytes were shown.
+ * Output that ends in a space, a colon and the like, as prompts do, goes out at
+ * once, and so does a line ending in such a byte. REDACT_HOLD_MINIMAL holds exactly
+ * the longest suffix
  * of the input that is a proper prefix of a pattern: lowest latency, but it is
  * that oracle; use it only where the sandbox cannot choose the end of the output.
  * Under either policy, leading bytes of the held part already known to be covered
@@ -67,7 +87,11 @@
  * such tokens). Measured: 332 KiB for one 40-byte GitHub token, 5.2 MiB for sixteen
  * tokens of 20 to 93 bytes (built in about 9 ms; the every-character \uXXXX forms,
  * six bytes per character, are most of it); building needs about as much
- * again, briefly. A stream costs a few pages. redact_new() refuses (E2BIG) an
+ * again, briefly. A stream holds back at most safecap * (3 + REDACT_MAXGAP) +
+ * 2 * REDACT_MAXGAP + 8 bytes (safecap: the longest pattern rounded up to
+ * REDACT_HOLD_ROUND, less one) and has room for the covered intervals in them and
+ * two offset maps for the views: about 54 KiB for one 40-byte token, 118 KiB for the
+ * sixteen tokens above. redact_new() refuses (E2BIG) an
  * automaton whose bound exceeds REDACT_MAX_AUTOMATON. Secrets that stay the same
  * across requests can share one automaton: keep the redact_new() object and give
  * each request redact_new_stream().
@@ -93,6 +117,18 @@
  * destroy the output while hiding nothing a guess could not find.
  */
 #define REDACT_MIN_LEN		4
+
+/*
+ * Junk (escape sequences, CR, LF) allowed between two characters of a pattern in
+ * the views (see Views above); more than this many bytes of it in a row separates.
+ */
+#define REDACT_MAXGAP		32
+
+/*
+ * Under REDACT_HOLD_SAFE, a line that ends a feed with a holdable tail shorter than
+ * this goes out at once rather than waiting for the next line (see Delay above).
+ */
+#define REDACT_WRAP_MIN		8
 
 /* The largest automaton redact_new() will build, in bytes (see Memory above). */
 #define REDACT_MAX_AUTOMATON	((size_t)64 << 20)

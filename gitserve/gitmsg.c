@@ -48,21 +48,21 @@ gitmsg_init(const char *secret)
 		die(GS_EXIT_FATAL, "cannot set up redaction");
 }
 
-/* Copy buf with control bytes turned into '?' and every form of the secret masked. */
+/*
+ * Copy buf with every form of the secret masked and control bytes turned into '?'.
+ * Redaction comes first, so it sees escape sequences and line breaks between a
+ * secret's characters for what they are (redact.h, Views); only NUL goes before.
+ */
 char *
 gitmsg_clean(const char *buf, size_t len)
 {
 	struct gitbuf	 b;
 	size_t		 i;
-	char		*out, c;
+	char		*out, c, *p;
 
 	gitbuf_init(&b, (size_t)-1);
 	for (i = 0; i < len; i++) {
-		c = buf[i];
-		if ((unsigned char)c < 0x20 && c != '\t')
-			c = '?';
-		else if (c == 0x7f)
-			c = '?';
+		c = buf[i] == '\0' ? '?' : buf[i];
 		gitbuf_add(&b, &c, 1);
 	}
 	if (gitmsg_redact != NULL) {
@@ -71,6 +71,12 @@ gitmsg_clean(const char *buf, size_t len)
 			die(GS_EXIT_FATAL, "redaction failed");
 	} else
 		out = xstrdup(gitbuf_str(&b));
+	for (p = out; *p != '\0'; p++) {
+		if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+			*p = '?';
+	}
+	if (b.data != NULL)
+		gitcred_wipe(b.data, b.len);
 	gitbuf_free(&b);
 	return out;
 }

@@ -22,7 +22,7 @@
 
 #include "util.h"
 #include "gitserve.h"
-#include "hygiene.h"
+#include "proc.h"
 
 /* Quote s for /bin/sh. */
 char *
@@ -101,13 +101,6 @@ gitrun_pipe(int p[2])
 #endif
 }
 
-/* Close every fd from lowfd up, in a child about to exec. */
-static void
-gitrun_closefrom(int lowfd)
-{
-	hygiene_closefrom(lowfd);
-}
-
 /* Build git's argv: binary, hardening -c options, then args. */
 static char **
 gitrun_argv(const struct gitctx *ctx, int runflags, const char *const *args)
@@ -156,91 +149,53 @@ gitrun_free_argv(char **argv)
 	free(argv);
 }
 
-/* Start a git child. */
+/* Start a git child (common/proc.c does the fork, fds, signals and exec). */
 int
 gitrun_start(const struct gitctx *ctx, int runflags, const char *const *args, int in, int out,
     int err, struct gitproc *gp, char **cause)
 {
+	struct proc_req	  r;
+	struct proc	  p;
 	char		**argv = NULL, **envp = NULL;
-	int		  want[3] = { in, out, err }, child[3] = { -1, -1, -1 };
-	int		  ours[3] = { -1, -1, -1 }, p[2], i, fd, rc = -1;
-	pid_t		  pid;
-	struct sigaction  sa;
-	sigset_t	  set;
+	int		  want[3] = { in, out, err }, i, rc = -1;
 
 	gp->pid = -1;
 	gp->out = gp->err = -1;
+	memset(&r, 0, sizeof r);
 	for (i = 0; i < 3; i++) {
-		if (want[i] == GITRUN_NULL) {
-			if ((child[i] = open("/dev/null", O_RDWR | O_CLOEXEC)) == -1) {
-				xasprintf(cause, "/dev/null: %s", strerror(errno));
-				goto out;
-			}
-		} else if (want[i] == GITRUN_PIPE && i > 0) {
-			if (gitrun_pipe(p) == -1) {
-				xasprintf(cause, "pipe: %s", strerror(errno));
-				goto out;
-			}
-			ours[i] = p[0];
-			child[i] = p[1];
-		} else if (want[i] >= 0) {
-			/* Duplicated above 2 so the dup2() below cannot clobber a source. */
-			if ((child[i] = fcntl(want[i], F_DUPFD_CLOEXEC, 3)) == -1) {
-				xasprintf(cause, "dup: %s", strerror(errno));
-				goto out;
-			}
-		} else {
+		if (want[i] == GITRUN_NULL)
+			r.fd[i] = PROC_NULL;
+		else if (want[i] == GITRUN_PIPE && i > 0)
+			r.fd[i] = PROC_PIPE;
+		else if (want[i] >= 0)
+			r.fd[i] = want[i];
+		else {
 			xasprintf(cause, "internal error: bad fd for git child");
 			goto out;
 		}
 	}
+	/* Only receive-pack, for its hook, gets the bridge's refusal pipe. */
+	r.extra_fd = -1;
+	if ((runflags & GITRUN_REFUSAL) && ctx->refusal_fd != -1) {
+		r.extra_fd = ctx->refusal_fd;
+		r.extra_to = GITC_REFUSAL_FD;
+	}
 
 	argv = gitrun_argv(ctx, runflags, args);
 	envp = gitenv_child(ctx, runflags);
+	r.path = argv[0];
+	r.argv = argv;
+	r.envp = envp;
 
 	fflush(stderr);
-	if ((pid = fork()) == -1) {
-		xasprintf(cause, "fork: %s", strerror(errno));
+	if (proc_spawn(&r, &p, cause) != 0)
 		goto out;
-	}
-	if (pid == 0) {
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = SIG_DFL;
-		sigemptyset(&sa.sa_mask);
-		for (i = 1; i < NSIG; i++)
-			(void)sigaction(i, &sa, NULL);
-		sigemptyset(&set);
-		sigprocmask(SIG_SETMASK, &set, NULL);
-		for (i = 0; i < 3; i++) {
-			if (dup2(child[i], i) == -1)
-				_exit(127);
-		}
-		/* Only receive-pack, for its hook, gets the bridge's refusal pipe. */
-		if ((runflags & GITRUN_REFUSAL) && ctx->refusal_fd > GITC_REFUSAL_FD) {
-			if (dup2(ctx->refusal_fd, GITC_REFUSAL_FD) == -1)
-				_exit(127);
-			gitrun_closefrom(GITC_REFUSAL_FD + 1);
-		} else
-			gitrun_closefrom(3);
-		execve(argv[0], argv, envp);
-		fd = errno;
-		dprintf(STDERR_FILENO, "shimbridge: cannot run %s: %s\n", argv[0], strerror(fd));
-		_exit(127);
-	}
-
-	gp->pid = pid;
-	gp->out = ours[1];
-	gp->err = ours[2];
-	ours[1] = ours[2] = -1;	/* transferred */
+	gp->pid = p.pid;
+	gp->out = p.fd[1];
+	gp->err = p.fd[2];	/* transferred */
 	rc = 0;
 
 out:
-	for (i = 0; i < 3; i++) {
-		if (child[i] != -1)
-			close(child[i]);
-		if (ours[i] != -1)
-			close(ours[i]);
-	}
 	gitrun_free_argv(argv);
 	gitenv_free_child(envp);
 	return rc;

@@ -739,6 +739,7 @@ printf '%s\n' '${TOKEN:20}'
 echo 'a line between'
 printf 'b64: %s\n%s\n' '${b64:0:10}' '${b64:10}'
 printf 'tiny: %s\n%s\n%s\n' '${TOKEN:0:6}' '${TOKEN:6:3}' '${TOKEN:9}'
+printf 'sgr: %s\033[31m%s\033[0m%s\n' '${TOKEN:0:7}' '${TOKEN:7:7}' '${TOKEN:14}'
 echo 'an innocent line'
 EOF
 	git -C "$W/c" checkout -q -b upstream-reject-3
@@ -749,7 +750,9 @@ EOF
 	[[ "$output" == *"GH006: Changes must be made through a pull request."* ]]
 	[[ "$output" == *"upstream: a line between"* ]]
 	[[ "$output" == *"upstream: an innocent line"* ]]
-	for part in "${TOKEN:8:7}" "${TOKEN:15:5}" "${TOKEN:20}" "${b64:10}" "${TOKEN:9}"; do
+	[[ "$output" == *"upstream: sgr: [REDACTED]"* ]]
+	for part in "${TOKEN:8:7}" "${TOKEN:15:5}" "${TOKEN:20}" "${b64:10}" "${TOKEN:9}" \
+	    "${TOKEN:7:7}" "${TOKEN:14}"; do
 		[[ "$output" != *"$part"* ]] || { echo "leaked: $part"; return 1; }
 	done
 	rm -f "$UP/echo-script"

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -472,7 +473,16 @@ test_hold_safe(void **state)
 	/* Prompts and lines end in bytes no pattern uses: nothing is held. */
 	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "Password: ", &b), 0);
 	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "Continue? [y/N] ", &b), 0);
+	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "done: \n", &b), 0);
+	/* A line break may split a secret: a long holdable tail waits for the next line, */
+	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "done zyxwvuts\n", &b), 9);
+	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "done qrstuvwx\r\n", &b), 10);
+	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "done qrstuvwx\033[0m\n", &b), 13);
+	/* a short one (a tool saying "ready" and waiting) goes out at once. */
 	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "done abcd\n", &b), 0);
+	assert_int_equal(held_after(r, REDACT_HOLD_SAFE, "ready\r\n", &b), 0);
+	assert_int_equal(held_after(r, REDACT_HOLD_MINIMAL, "done qrst\r\n", &b), 0);
+	assert_int_equal(held_after(r, REDACT_HOLD_MINIMAL, "done abc\r\n", &b), 5);
 
 	/* A long run is held only up to the longest pattern (16) rounded up, less one. */
 	memset(run, 'x', sizeof run - 1);
@@ -796,6 +806,279 @@ test_json_ascii(void **state)
 	redact_free(r);
 }
 
+/* Several secrets for the forms below: a classic token, a fine-grained one, a key. */
+static const char *const form_secrets[] = {
+	"ghp_R8vXo2mQ41tLzK9wYbN3cUe7HdJ5fAs0PiGq",
+	"github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDE",
+	"AKIAIOSFODNN7EXAMPLE",
+};
+#define NFORM	(sizeof form_secrets / sizeof form_secrets[0])
+
+/* Check in -> exp with every split, for a redactor of all form secrets. */
+static void
+check_form(const char *in, size_t inlen, const void *exp, size_t explen)
+{
+	struct redact *r = new_str(form_secrets, NFORM);
+
+	check_all_splits(r, (const unsigned char *)in, inlen, exp, explen);
+	redact_set_hold(r, REDACT_HOLD_MINIMAL);
+	check_all_splits(r, (const unsigned char *)in, inlen, exp, explen);
+	redact_free(r);
+}
+
+/* s with sep inserted after every character; in is sized by the caller. */
+static size_t
+interleave(char *out, const char *s, size_t n, const char *sep)
+{
+	size_t i, o = 0, sl = strlen(sep);
+
+	for (i = 0; i < n; i++) {
+		out[o++] = s[i];
+		if (i + 1 < n) {
+			memcpy(out + o, sep, sl);
+			o += sl;
+		}
+	}
+	out[o] = '\0';
+	return o;
+}
+
+/* Lower-case hex of s. */
+static size_t
+hexof(char *out, const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		snprintf(out + 2 * i, 3, "%02x", (unsigned char)s[i]);
+	return 2 * n;
+}
+
+/* Standard base64 of s[0..n), padded. */
+static size_t
+b64of(char *out, const unsigned char *s, size_t n)
+{
+	static const char abc[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t i, o = 0;
+
+	for (i = 0; i < n; i += 3) {
+		unsigned int v = (unsigned int)s[i] << 16;
+
+		if (i + 1 < n)
+			v |= (unsigned int)s[i + 1] << 8;
+		if (i + 2 < n)
+			v |= s[i + 2];
+		out[o++] = abc[v >> 18 & 63];
+		out[o++] = abc[v >> 12 & 63];
+		out[o++] = i + 1 < n ? abc[v >> 6 & 63] : '=';
+		out[o++] = i + 2 < n ? abc[v & 63] : '=';
+	}
+	out[o] = '\0';
+	return o;
+}
+
+/*
+ * Escape sequences between the characters of a secret (SGR, other CSI, OSC with BEL
+ * or ST, two- and three-byte ESC sequences), in its raw, hex, base64 and
+ * every-byte-%XX forms: the whole span is masked, junk inside included.
+ */
+static void
+test_escapes_between(void **state)
+{
+	static const char *const seps[] = {
+		"\033[31m", "\033[0m\033[1;32m", "\033[38;5;208m", "\033[?25l", "\033[2K",
+		"\033]0;title\007", "\033]8;;\033\\", "\0337", "\033(B", "\r\n", "\033[0m\n",
+	};
+	char enc[512], body[8192], in[9000], exp[9000];
+	size_t i, k, n, el, il, xl, bl, last;
+
+	(void)state;
+	for (k = 0; k < NFORM; k++) {
+		for (i = 0; i < sizeof seps / sizeof seps[0]; i++) {
+			int form = (int)((k + i) % 4);
+			const char *s = form_secrets[k];
+
+			n = strlen(s);
+			if (form == 0)
+				el = (size_t)snprintf(enc, sizeof enc, "%s", s);
+			else if (form == 1)
+				el = hexof(enc, s, n);
+			else if (form == 2)
+				el = b64of(enc, (const unsigned char *)s, n);
+			else {
+				for (el = 0; el < n; el++)
+					snprintf(enc + 3 * el, 4, "%%%02X", (unsigned char)s[el]);
+				el = 3 * n;
+			}
+			bl = interleave(body, enc, el, seps[i]);
+			il = (size_t)snprintf(in, sizeof in, "out: %s\033[0m end", body);
+			/* Base64: the characters after the last one all from the secret stay. */
+			last = form == 2 ? (8 * n / 6 - 1) * (1 + strlen(seps[i])) + 1 : bl;
+			xl = (size_t)snprintf(exp, sizeof exp, "out: %s%s\033[0m end", MASK,
+			    body + last);
+			if (strpbrk(seps[i], "\r\n") == NULL) {
+				check_form(in, il, exp, xl);
+				continue;
+			}
+			/* Line breaks: split anywhere once the run is long enough to wait. */
+			{
+				struct redact *r = new_str(form_secrets, NFORM);
+				size_t cut, from = 5 + REDACT_WRAP_MIN * (1 + strlen(seps[i]));
+
+				check_cuts(r, (const unsigned char *)in, il, NULL, 0, exp, xl);
+				for (cut = from; cut <= il; cut += 3)
+					check_cuts(r, (const unsigned char *)in, il, &cut, 1, exp, xl);
+				redact_free(r);
+			}
+		}
+	}
+
+	/* More junk between two characters than a terminal would put there: not a view. */
+	il = (size_t)snprintf(in, sizeof in, "ghp_R8vX%so2mQ41tLzK9wYbN3cUe7HdJ5fAs0PiGq!",
+	    "\033[31m\033[32m\033[33m\033[34m\033[35m\033[36m\033[37m");
+	check_form(in, il, in, il);
+	/*
+	 * The price of not holding short line tails: a secret split right after a
+	 * line break, with the break ending a feed, shows its first few bytes; the
+	 * rest is masked.
+	 */
+	{
+		struct redact *r2 = new_str(form_secrets, NFORM);
+		size_t cut = 10;
+
+		check_cuts(r2, LIT("key: AKIA\nIOSFODNN7EXAMPLE."), &cut, 1,
+		    LIT("key: AKIA\n" MASK "."));
+		cut = 14;
+		check_cuts(r2, LIT("key: AKIAIOSF\nODNN7EXAMPLE."), &cut, 1,
+		    LIT("key: " MASK "."));
+		redact_free(r2);
+	}
+	/* A match in a view goes on from a mask already written before the junk. */
+	{
+		static const char *const two[] = { "abcdefgh", "efghijkl" };
+		struct redact *r2 = new_str(two, 2);
+
+		check_all_splits(r2, LIT("abcdefgh\033[0mijkl."), LIT(MASK "."));
+		check_all_splits(r2, LIT("xabcdefgh\r\nijkl\n"), LIT("x" MASK "\n"));
+		redact_free(r2);
+	}
+	/* An ESC before a control byte is junk on its own; the control byte is not. */
+	il = (size_t)snprintf(in, sizeof in, "AKIAIOSF\033\nODNN7EXAMPLE.");
+	check_form(in, il, LIT(MASK "."));
+	il = (size_t)snprintf(in, sizeof in, "AKIAIOSF\033\001ODNN7EXAMPLE.");
+	check_form(in, il, in, il);
+}
+
+/*
+ * Base64 of a secret, wrapped at any width with LF or CRLF, at each of the three
+ * alignments: every character whose bits all come from the secret is masked, the
+ * line breaks between them too.
+ */
+static void
+test_wrapped_base64(void **state)
+{
+	static const size_t widths[] = { 76, 64, 60, 17, 4, 1 };
+	static const char *const eols[] = { "\n", "\r\n" };
+	unsigned char raw[128];
+	char enc[256], in[1024], exp[1024];
+	size_t k, w, e, a, n, el, il, xl, j, lo, hi, off[256 + 1], o, eol;
+
+	(void)state;
+	for (k = 0; k < NFORM; k++) {
+		n = strlen(form_secrets[k]);
+		for (a = 0; a < 3; a++) {
+			memcpy(raw, "\377\376", a);
+			memcpy(raw + a, form_secrets[k], n);
+			memcpy(raw + a + n, "\375\374", 2);
+			el = b64of(enc, raw, a + n + 2);
+			lo = (8 * a + 5) / 6;
+			hi = 8 * (a + n) / 6;
+			for (w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+				for (e = 0; e < 2; e++) {
+					eol = strlen(eols[e]);
+					il = (size_t)snprintf(in, sizeof in, "-----BEGIN-----%s", eols[e]);
+					for (j = 0; j < el; j++) {
+						off[j] = il;
+						in[il++] = enc[j];
+						if ((j + 1) % widths[w] == 0 || j + 1 == el) {
+							memcpy(in + il, eols[e], eol);
+							il += eol;
+						}
+					}
+					o = (size_t)snprintf(in + il, sizeof in - il, "-----END-----");
+					il += o;
+					memcpy(exp, in, off[lo]);
+					xl = off[lo];
+					memcpy(exp + xl, MASK, MASKLEN);
+					xl += MASKLEN;
+					memcpy(exp + xl, in + off[hi - 1] + 1, il - off[hi - 1] - 1);
+					xl += il - off[hi - 1] - 1;
+					if (widths[w] >= 60 || k == 0)
+						check_form(in, il, exp, xl);
+					else {
+						/* Narrow widths: whole and byte by byte only (fast). */
+						struct redact *r = new_str(form_secrets, NFORM);
+						size_t cut = il / 2;
+
+						check_cuts(r, (const unsigned char *)in, il, NULL, 0, exp, xl);
+						check_cuts(r, (const unsigned char *)in, il, &cut, 1, exp, xl);
+						redact_free(r);
+					}
+				}
+			}
+		}
+	}
+}
+
+/*
+ * A secret with some bytes %XX (upper or lower hex, each on its own) and the rest
+ * literal, alone and with escape sequences in between.
+ */
+static void
+test_partly_url_encoded(void **state)
+{
+	char in[1024], exp[256];
+	size_t k, pat, i, n, il, xl;
+	uint32_t x = 12345;
+
+	(void)state;
+	for (k = 0; k < NFORM; k++) {
+		n = strlen(form_secrets[k]);
+		for (pat = 0; pat < 6; pat++) {
+			il = (size_t)snprintf(in, sizeof in, "GET /x?token=");
+			for (i = 0; i < n; i++) {
+				unsigned char c = (unsigned char)form_secrets[k][i];
+				int enc;
+
+				x = x * 1103515245u + 12345u;
+				enc = pat == 0 ? i % 2 == 0 : pat == 1 ? i != 0 :
+				    pat == 2 ? i + 1 != n : pat == 3 ? i == n / 2 :
+				    (int)(x >> 16) % 3 != 0;
+				if (!enc)
+					in[il++] = (char)c;
+				else if (pat == 5 && i % 3 == 0)
+					il += (size_t)snprintf(in + il, sizeof in - il,
+					    "%%%02X\033[0m", c);
+				else
+					il += (size_t)snprintf(in + il, sizeof in - il,
+					    (x >> 20) & 1 ? "%%%02X" : "%%%02x", c);
+			}
+			il += (size_t)snprintf(in + il, sizeof in - il, "&page=2 HTTP/1.1");
+			xl = (size_t)snprintf(exp, sizeof exp, "GET /x?token=%s&page=2 HTTP/1.1", MASK);
+			check_form(in, il, exp, xl);
+		}
+	}
+	/* Escapes between a %-encoded byte and literal ones. */
+	il = (size_t)snprintf(in, sizeof in,
+	    "[%%41\033[1mKIA\033[0mIOS%%46%%4f\033[31mDNN7EXAMPL%%45]");
+	check_form(in, il, LIT("[" MASK "]"));
+	/* '%' followed by the hex of a secret is still the hex form. */
+	il = (size_t)snprintf(in, sizeof in, "%%");
+	il += hexof(in + il, form_secrets[2], strlen(form_secrets[2]));
+	check_form(in, il, LIT("%" MASK));
+}
+
 int
 main(void)
 {
@@ -817,6 +1100,9 @@ main(void)
 		cmocka_unit_test(test_sink_failure),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_json_ascii),
+		cmocka_unit_test(test_escapes_between),
+		cmocka_unit_test(test_wrapped_base64),
+		cmocka_unit_test(test_partly_url_encoded),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
