@@ -9,6 +9,7 @@
 #ifndef SHIMBRIDGE_JAIL_H
 #define SHIMBRIDGE_JAIL_H
 
+#include <sys/types.h>
 #include <stddef.h>
 
 #define JAIL_NET_NEW	(-1)	/* a new netns: only loopback, and that down */
@@ -80,5 +81,11 @@ int		jail_lo_up(void);
  * close-on-exec) are the caller's to close. 0, or -1 with *cause.
  */
 int		jail_netns_listen(int *netns_fd, int *listen_fd, int *port, char **cause);
+/*
+ * The same inside the existing network namespace of process pid (a pre-built
+ * jail's init made with JAIL_NET_NEW_LO): *netns_fd then names that namespace.
+ */
+int		jail_netns_listen_in(pid_t pid, int *netns_fd, int *listen_fd, int *port,
+		    char **cause);
 
 #endif

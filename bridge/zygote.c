@@ -24,7 +24,7 @@ struct zygote_kind {
 	char		*key;
 	char		*shape;		/* canonical form of the jail, scratch excluded */
 	char		*root;
-	int		 net;		/* JAIL_NET_NEW or JAIL_NET_HOST */
+	int		 net;		/* JAIL_NET_NEW, JAIL_NET_NEW_LO or JAIL_NET_HOST */
 	uid_t		 uid;
 	gid_t		 gid;
 	size_t		 nbinds;
@@ -167,7 +167,8 @@ zygote_shape(const struct jail *j, uid_t uid, gid_t gid)
 	char *s, *t;
 	size_t i;
 
-	if (j->tmp == NULL || (j->netns_fd != JAIL_NET_NEW && j->netns_fd != JAIL_NET_HOST))
+	if (j->tmp == NULL || (j->netns_fd != JAIL_NET_NEW && j->netns_fd != JAIL_NET_HOST &&
+	    j->netns_fd != JAIL_NET_NEW_LO))
 		return NULL;
 	xasprintf(&s, "%d:%u:%u:%s", j->netns_fd, (unsigned)uid, (unsigned)gid, j->root);
 	for (i = 0; i < j->nbinds; i++) {

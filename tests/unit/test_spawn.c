@@ -584,6 +584,31 @@ test_jail_netns(void **state)
 	close(a);
 	close(lfd);
 	close(nsfd);
+
+	/* A pre-built jail with its own netns: the listener goes inside it. */
+	{
+		struct spawn_jail warm;
+
+		j.netns_fd = JAIL_NET_NEW_LO;
+		assert_int_equal(spawn_jail_start(&j, 1, 1, &warm, &cause), 0);
+		assert_int_equal(jail_netns_listen_in(warm.pid, &nsfd, &lfd, &port, &cause), 0);
+		j.netns_fd = nsfd;
+		j.warm = &warm;
+		snprintf(script, sizeof script, "echo hello-from-warm >/dev/tcp/127.0.0.1/%d", port);
+		st = jt_run("/bin/bash", argv, &j, out, sizeof out);
+		j.warm = NULL;
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		pfd.fd = lfd;
+		assert_int_equal(poll(&pfd, 1, 2000), 1);
+		a = accept(lfd, NULL, NULL);
+		assert_true(a >= 0);
+		memset(out, 0, sizeof out);
+		assert_true(read(a, out, sizeof out - 1) > 0);
+		assert_string_equal(out, "hello-from-warm\n");
+		close(a);
+		close(lfd);
+		close(nsfd);
+	}
 	jt_teardown(&t);
 }
 
