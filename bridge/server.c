@@ -4,6 +4,7 @@
  * per peer (conn.c), one job per child (job.c), one file per op (op-*.c).
  */
 #include <sys/queue.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -12,6 +13,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@
 #include <jansson.h>
 
 #include "audit.h"
+#include "cgroup.h"
 #include "config.h"
 #include "conn.h"
 #include "hygiene.h"
@@ -54,18 +57,23 @@ server_session_running(const struct server *srv, const struct session *s)
 	return n;
 }
 
+static struct zygote	*server_zygote;	/* for server_keep */
+
+/* The orphan scan's test: a job's live process, or a jail waiting in the pool. */
+static int
+server_keep(pid_t pid)
+{
+	return job_is_live(pid) || zygote_is_waiting(server_zygote, pid);
+}
+
 /* Kill descendants that escaped their process group (reparented to us). */
 static void
 server_kill_orphans(struct server *srv)
 {
-	size_t n;
-	pid_t *keep = job_live_pids(&n);
 	int killed;
 
-	/* The pools' waiting inits are our children too. */
-	zygote_pids(srv->zygote, &keep, &n);
-	killed = platform_kill_orphans(keep, n);
-	free(keep);
+	(void)srv;
+	killed = platform_kill_orphans(server_keep);
 	if (killed > 0)
 		log_info("killed %d escaped descendant process%s", killed, killed == 1 ? "" : "es");
 }
@@ -85,12 +93,17 @@ server_sigchld(evutil_socket_t sig, short what, void *arg)
 	 * and coalesced: it reads every process on hosts whose kernel has no
 	 * /proc/.../children, and must not sit on each request's path.
 	 */
+	/*
+	 * A jailed job's tree died with its PID namespace: nothing to look for.
+	 * A pid that was no job's was an orphan we killed: its own children have
+	 * just become ours, so look again. A waiting jail's init (zygote.h) had
+	 * no children: nothing to look for either.
+	 */
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		if (!job_reaped(pid, status))
-			(void)zygote_reaped(srv->zygote, pid);
-		else
+		if (job_reaped(pid, status) == 0 && !zygote_reaped(srv->zygote, pid))
 			any = 1;
 	}
+	any |= job_orphans_possible();
 	if (any && !evtimer_pending(srv->ev_orphans, NULL)) {
 		struct timeval tv = { 0, 50000 };
 
@@ -124,6 +137,7 @@ server_sweep(evutil_socket_t fd, short what, void *arg)
 	}
 	if (waiting)
 		server_kill_orphans(srv);
+	cgroup_sweep();
 	renew_sweep(srv->base, srv->keyring, srv->cfg);
 }
 
@@ -246,6 +260,37 @@ server_accept_error(struct evconnlistener *l, void *arg)
 	}
 }
 
+/*
+ * Sessions of old that new no longer has: their running calls are killed (with
+ * the session's cgroup, where cgroups are in use, everything they started).
+ */
+static void
+server_sessions_removed(struct server *srv, const struct config *old,
+    const struct config *nc)
+{
+	struct conn *c;
+	size_t i, k;
+	int n;
+
+	for (i = 0; i < old->nsessions; i++) {
+		const char *name = old->sessions[i].name;
+
+		for (k = 0; k < nc->nsessions; k++) {
+			if (strcmp(nc->sessions[k].name, name) == 0)
+				break;
+		}
+		if (k < nc->nsessions)
+			continue;
+		if (cgroup_enabled() && (n = cgroup_session_kill(name)) > 0)
+			log_info("session %s was removed: killed the %d process%s in its cgroup",
+			    name, n, n == 1 ? "" : "es");
+		TAILQ_FOREACH(c, &srv->conns, entry) {
+			if (c->session != NULL && strcmp(c->session->name, name) == 0)
+				conn_session_removed(c);
+		}
+	}
+}
+
 /* SIGHUP: load the new config next to the old; swap only if it is valid. */
 static void
 server_reload(struct server *srv)
@@ -281,6 +326,7 @@ server_reload(struct server *srv)
 	}
 	free(warn);
 	audit_syslog(nc->audit_syslog);
+	server_sessions_removed(srv, srv->cfg, nc);
 	/* Waiting jails were built for the old runners and binds. */
 	zygote_flush(srv->zygote);
 	zygote_set_size(srv->zygote, srv->jail_root != NULL ? nc->jail_pool : 0);
@@ -455,6 +501,24 @@ server_clean_scratch(const char *dir)
 	closedir(d);
 }
 
+/*
+ * Every connection is a descriptor and every running call three more: take the
+ * whole hard limit (systemd's default soft limit is 1024, LimitNOFILE= sets the
+ * hard one). Children get their own limit back (spawn.c).
+ */
+static void
+server_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		log_warnx("cannot raise the open-file limit to %llu: %s",
+		    (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 static int	server_jail = 1;	/* cleared by --no-jail */
 
 /* Run tools without the per-call jail (measurements only). */
@@ -505,10 +569,18 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	srv.config_path = config_path;
 	srv.started = time(NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * The relay allocates and frees buffers of up to a few hundred KiB at a high
+	 * rate: without these, glibc hands them back to the kernel (brk shrink or
+	 * munmap) after each use and every byte relayed pays a page fault.
+	 */
+	(void)mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
+	(void)mallopt(M_TRIM_THRESHOLD, 16 * 1024 * 1024);
 	if (platform_harden_self() != 0)
 		log_warnx("cannot make the daemon non-dumpable: %s", strerror(errno));
 	if (platform_subreaper() != 0)
 		log_warnx("cannot become a subreaper: %s", strerror(errno));
+	server_nofile();
 	if (hygiene_mkdir_root(cfg->state_dir, 0755, 1, cause) != 0)
 		return -1;
 	server_kill_runners(cfg);
@@ -531,6 +603,16 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");
 	if (audit_open(cfg->audit_path, cause) != 0)
 		goto out;
+	/* Before the socket exists: whoever can connect finds the containment decided. */
+	{
+		char *msg;
+
+		if (cgroup_init(&msg))
+			log_info("%s", msg);
+		else
+			log_warnx("%s", msg);
+		free(msg);
+	}
 	if ((srv.base = event_base_new()) == NULL) {
 		*cause = xstrdup("cannot create the event loop");
 		goto out;
@@ -574,6 +656,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	srv.ev_resume = evtimer_new(srv.base, server_resume, &srv);
 	srv.ev_orphans = evtimer_new(srv.base, server_orphans, &srv);
 	srv.zygote = zygote_new(srv.base, srv.scratch_dir);
+	server_zygote = srv.zygote;
 	zygote_set_size(srv.zygote, srv.jail_root != NULL ? cfg->jail_pool : 0);
 	log_info("listening (config version %s, %zu sessions, %zu tools)", cfg->version,
 	    cfg->nsessions, cfg->ntools);
@@ -596,6 +679,7 @@ out:
 	while ((c = TAILQ_FIRST(&srv.conns)) != NULL)
 		conn_free(c);
 	zygote_free(srv.zygote);
+	cgroup_shutdown();
 	renew_stop_all();
 	for (i = 0; i < srv.nlev; i++)
 		evconnlistener_free(srv.lev[i]);

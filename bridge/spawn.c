@@ -7,6 +7,9 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#if defined(__linux__)
+#include <linux/sched.h>
+#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,7 +29,7 @@
 #include "jail.h"
 #include "jailmsg.h"
 #include "platform.h"
-#include "proc.h"
+#include "cgroup.h"
 #include "hygiene.h"
 #include "spawn.h"
 #include "util.h"
@@ -136,6 +139,20 @@ envbuild_free(struct envbuild *e)
 	free(e);
 }
 
+/* Report a failure from the child to the parent through the status pipe, then exit. */
+static void __attribute__((noreturn))
+spawn_child_fail(int fd, const char *what)
+{
+	char msg[160];
+	int saved = errno;
+	size_t n;
+
+	snprintf(msg, sizeof msg, "%s: %s", what, strerror(saved));
+	n = strlen(msg);
+	(void)!write(fd, msg, n);
+	_exit(127);
+}
+
 /* Close every descriptor from lowfd up (the one copy in common/). */
 static void
 spawn_closefrom(int lowfd)
@@ -160,32 +177,78 @@ spawn_limit(int resource, rlim_t cur, rlim_t max)
 	return setrlimit(resource, &rl);
 }
 
-/*
- * In the child (common/proc.c, after its fds are in place and the rest closed,
- * before the privilege drop): limits, the cwd given as an fd, the umask.
- */
-static const char *
-spawn_setup(const struct proc_req *pr, void *arg)
+/* In the child: become the runner with nothing inherited, then exec. */
+static void __attribute__((noreturn))
+spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status, pid_t parent)
 {
-	const struct spawn_req *r = arg;
+	struct sigaction sa;
+	sigset_t set;
+	const char *step;
+	int sig;
 
-	(void)pr;
+	/* Default dispositions: an ignored SIGPIPE would otherwise survive exec. */
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	for (sig = 1; sig < NSIG; sig++)
+		(void)sigaction(sig, &sa, NULL);
+	sigemptyset(&set);
+	sigprocmask(SIG_SETMASK, &set, NULL);
+
+	if (setsid() < 0)
+		spawn_child_fail(status, "setsid");
+	if (dup2(pin, 0) < 0 || dup2(pout, 1) < 0 || dup2(perr, 2) < 0)
+		spawn_child_fail(status, "dup2");
+	if (status < 3) {
+		/* Keep the status pipe above the stdio range. */
+		int fd = fcntl(status, F_DUPFD_CLOEXEC, 3);
+
+		if (fd < 0)
+			_exit(127);
+		status = fd;
+	}
+	if (r->extra_fd > 2) {
+		/* The extra fd becomes 3, the status pipe 4; both moved up first. */
+		int xfd = fcntl(r->extra_fd, F_DUPFD, 5), sfd = fcntl(status, F_DUPFD_CLOEXEC, 5);
+
+		if (xfd < 0 || sfd < 0 || dup2(xfd, 3) < 0 || dup3(sfd, 4, O_CLOEXEC) < 0)
+			_exit(127);
+		status = 4;
+	} else if (status != 3) {
+		if (dup3(status, 3, O_CLOEXEC) < 0)
+			_exit(127);
+		status = 3;
+	}
+	spawn_closefrom(status + 1);
+
 	if (spawn_limit(RLIMIT_CORE, 0, 0) != 0)
-		return "setrlimit core";
+		spawn_child_fail(status, "setrlimit core");
 	if (spawn_limit(RLIMIT_CPU, (rlim_t)r->cpu_seconds, (rlim_t)r->cpu_seconds + 5) != 0)
-		return "setrlimit cpu";
+		spawn_child_fail(status, "setrlimit cpu");
 	if (spawn_limit(RLIMIT_AS, (rlim_t)8 << 30, (rlim_t)8 << 30) != 0)	/* 8 GiB */
-		return "setrlimit as";
+		spawn_child_fail(status, "setrlimit as");
 	if (spawn_limit(RLIMIT_FSIZE, (rlim_t)4 << 30, (rlim_t)4 << 30) != 0)	/* 4 GiB */
-		return "setrlimit fsize";
+		spawn_child_fail(status, "setrlimit fsize");
 	if (spawn_limit(RLIMIT_NOFILE, 1024, 1024) != 0)			/* open files */
-		return "setrlimit nofile";
+		spawn_child_fail(status, "setrlimit nofile");
 	if (spawn_limit(RLIMIT_NPROC, 8192, 8192) != 0)	/* processes of the runner uid */
-		return "setrlimit nproc";
-	if (r->cwd_fd >= 0 && fchdir(r->cwd_fd) != 0)
-		return "fchdir";
+		spawn_child_fail(status, "setrlimit nproc");
+
+	if (r->cwd_fd >= 0) {
+		if (fchdir(r->cwd_fd) != 0)
+			spawn_child_fail(status, "fchdir");
+	} else if (chdir(r->cwd != NULL ? r->cwd : "/") != 0)
+		spawn_child_fail(status, "chdir");
+
+	/* Drop privileges, groups first, and verify that they cannot come back. */
+	if ((step = hygiene_drop_privileges(r->uid, r->gid, NULL)) != NULL)
+		spawn_child_fail(status, step);
+	if (platform_no_new_privs() != 0)
+		spawn_child_fail(status, "no_new_privs");
+	if (platform_die_with_parent(parent) != 0)
+		spawn_child_fail(status, "parent-death signal");
 	umask(077);
-	return NULL;
+	execve(r->path, r->argv, r->envp);
+	spawn_child_fail(status, r->path);
 }
 
 /* The jail's init program (shimbridge-jail), opened once (spawn_jail_find). */
@@ -399,8 +462,8 @@ spawn_jail_net(const struct jail *j, int *fd)
 
 /* Start a jail's init in fresh namespaces and send it the jail to build. */
 int
-spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, struct spawn_jail *sj,
-    char **cause)
+spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, int cgroup_fd,
+    struct spawn_jail *sj, char **cause)
 {
 	static char stack[16384] __attribute__((aligned(16)));
 	struct spawn_jailarg a;
@@ -444,10 +507,11 @@ spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, struct spawn_jail *
 	/*
 	 * clone with CLONE_VM|CLONE_VFORK: like vfork, the child borrows our memory
 	 * until it execs the init and we are suspended until then. The daemon is
-	 * single-threaded, so one static stack serves every clone.
+	 * single-threaded, so one static stack serves every clone. With cgroups
+	 * (bridge/cgroup.h) the child starts in its session's cgroup.
 	 */
-	sj->pid = clone(spawn_jail_exec, stack + sizeof stack, CLONE_VM | CLONE_VFORK |
-	    jail_clone_flags(j) | SIGCHLD, &a);
+	sj->pid = cgroup_clone(spawn_jail_exec, stack + sizeof stack, CLONE_VM | CLONE_VFORK |
+	    jail_clone_flags(j) | SIGCHLD, &a, cgroup_fd);
 	if (sj->pid < 0) {
 		xasprintf(cause, "jail: clone: %s", strerror(errno));
 		goto fail;
@@ -560,6 +624,29 @@ spawn_nonblock(int fd)
 	return fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/*
+ * clone3 with flags (no new stack: the child goes on like a fork) into the cgroup
+ * of cgroup_fd; -1 with errno.
+ */
+static pid_t
+spawn_clone3(unsigned long long flags, int cgroup_fd)
+{
+#if defined(__linux__) && defined(SYS_clone3) && defined(CLONE_INTO_CGROUP)
+	struct clone_args ca;
+
+	memset(&ca, 0, sizeof ca);
+	ca.flags = flags | CLONE_INTO_CGROUP;
+	ca.exit_signal = SIGCHLD;
+	ca.cgroup = (unsigned long long)cgroup_fd;
+	return (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+#else
+	(void)flags;
+	(void)cgroup_fd;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
 /* Run a request in a jail: a pre-built one if the spec brings it, else a fresh one. */
 static int
 spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
@@ -588,7 +675,7 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 	}
 	if (rc != 0) {
 		sj = &fresh;
-		if (spawn_jail_start(r->jail, r->uid, r->gid, sj, &wcause) != 0 ||
+		if (spawn_jail_start(r->jail, r->uid, r->gid, r->cgroup_fd, sj, &wcause) != 0 ||
 		    spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &wcause) != 0) {
 			xasprintf(cause, "cannot start the tool (%s)", wcause);
 			rc = -1;
@@ -624,48 +711,91 @@ out:
 	return rc;
 }
 
-/*
- * Fork and exec; wait only for the exec to succeed or fail. Unjailed, the one
- * spawn-with-pipes helper does it (common/proc.c: vfork, so the cost does not
- * grow with the daemon's size).
- */
+/* Fork and exec; wait only for the exec to succeed or fail. */
 int
 spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 {
-	struct proc_req pr;
-	struct proc p;
-	char *why = NULL;
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	int st[2] = { -1, -1 }, i;
+	char msg[160];
+	ssize_t n;
+	pid_t pid, parent = getpid();
 
 	memset(c, 0, sizeof *c);
 	c->pid = -1;
 	c->in = c->out = c->err = -1;
 	if (r->jail != NULL)
 		return spawn_child_jailed(r, c, cause);
-	memset(&pr, 0, sizeof pr);
-	pr.path = r->path;
-	pr.argv = r->argv;
-	pr.envp = r->envp;
-	pr.fd[0] = pr.fd[1] = pr.fd[2] = PROC_PIPE;
-	pr.extra_fd = r->extra_fd > 2 ? r->extra_fd : -1;
-	pr.extra_to = 3;
-	pr.flags = PROC_SETSID | PROC_DROP | PROC_NO_NEW_PRIVS | PROC_DIE_WITH_PARENT |
-	    PROC_NONBLOCK | PROC_VFORK;
-	pr.uid = r->uid;
-	pr.gid = r->gid;
-	pr.cwd = r->cwd_fd >= 0 ? NULL : r->cwd != NULL ? r->cwd : "/";
-	pr.setup = spawn_setup;
-	pr.arg = (void *)r;
-	if (proc_spawn(&pr, &p, &why) != 0) {
-		xasprintf(cause, "cannot start the tool (%s)", why);
-		free(why);
+	if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 ||
+	    pipe2(perr, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
+		xasprintf(cause, "pipe: %s", strerror(errno));
+		goto fail;
+	}
+	{
+		/*
+		 * vfork: the child shares our memory until it execs, so the cost does
+		 * not grow with the daemon's size and we are suspended only until the
+		 * exec (which we wait for anyway). The child only makes system calls on
+		 * its own stack frames and never returns from here.
+		 */
+		/*
+		 * Into a cgroup: clone3 with CLONE_VFORK but its own memory (a raw
+		 * CLONE_VM child cannot safely return through our stack frames).
+		 */
+		if (r->cgroup_fd > 2)
+			pid = spawn_clone3(CLONE_VFORK, r->cgroup_fd);
+		else
+			pid = vfork();
+		if (pid < 0) {
+			xasprintf(cause, "%s: %s", r->cgroup_fd > 2 ? "clone3" : "vfork",
+			    strerror(errno));
+			goto fail;
+		}
+		if (pid == 0)
+			spawn_exec(r, pin[0], pout[1], perr[1], st[1], parent);
+	}
+	close(st[1]);
+	st[1] = -1;
+	close(pin[0]);
+	close(pout[1]);
+	close(perr[1]);
+	pin[0] = pout[1] = perr[1] = -1;
+	/* The child calls setsid() before exec: once exec is reported, killpg works. */
+	do {
+		n = read(st[0], msg, sizeof msg - 1);
+	} while (n < 0 && errno == EINTR);
+	close(st[0]);
+	st[0] = -1;
+	if (n > 0) {
+		msg[n] = '\0';
+		xasprintf(cause, "cannot start the tool (%s)", msg);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		goto fail;
+	}
+	c->pid = pid;
+	c->in = pin[1];
+	c->out = pout[0];
+	c->err = perr[0];
+	if (spawn_nonblock(c->in) != 0 || spawn_nonblock(c->out) != 0 ||
+	    spawn_nonblock(c->err) != 0) {
+		/* Cannot happen on a valid fd; the caller still owns and kills the child. */
+		xasprintf(cause, "fcntl: %s", strerror(errno));
 		return -1;
 	}
-	/* The child called setsid() before exec: killpg works. */
-	c->pid = p.pid;
-	c->in = p.fd[0];
-	c->out = p.fd[1];
-	c->err = p.fd[2];
 	return 0;
+fail:
+	for (i = 0; i < 2; i++) {
+		if (pin[i] >= 0)
+			close(pin[i]);
+		if (pout[i] >= 0)
+			close(pout[i]);
+		if (perr[i] >= 0)
+			close(perr[i]);
+		if (st[i] >= 0)
+			close(st[i]);
+	}
+	return -1;
 }
 
 /* Create a private scratch directory with an unguessable name. */

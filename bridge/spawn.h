@@ -34,6 +34,12 @@ struct spawn_req {
 	 * consumed either way); if it broke before the tool, a fresh one is made.
 	 */
 	const struct jail *jail;
+	/*
+	 * > 2: a cgroup's directory fd (bridge/cgroup.h); the child is cloned
+	 * straight into it (clone3 CLONE_INTO_CGROUP), so it and everything it
+	 * forks are inside from the first instruction. 0: the daemon's cgroup.
+	 */
+	int		  cgroup_fd;
 };
 
 struct child {
@@ -87,11 +93,12 @@ struct spawn_jail {
 int	 spawn_jail_find(const char *path, char **cause);
 /*
  * Start an init for the jail j (its binds, network, scratch dir as tmp) that
- * becomes uid:gid, and send it the jail to build. It does not wait: the init
+ * becomes uid:gid (in the cgroup of cgroup_fd when > 2, see spawn_req), and
+ * send it the jail to build. It does not wait: the init
  * builds the jail and waits for the tool (spawn_child with j->warm). 0, or -1.
  */
-int	 spawn_jail_start(const struct jail *j, uid_t, gid_t, struct spawn_jail *,
-	    char **cause);
+int	 spawn_jail_start(const struct jail *j, uid_t, gid_t, int cgroup_fd,
+	    struct spawn_jail *, char **cause);
 /* Kill a started init that will run nothing; the SIGCHLD reaper collects it. */
 void	 spawn_jail_discard(struct spawn_jail *);
 /* A fresh private directory under parent, owned by uid:gid, mode 0700. */

@@ -3,11 +3,13 @@
 #include <sys/types.h>
 
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <event2/event.h>
 
+#include "cgroup.h"
 #include "config.h"
 #include "jail.h"
 #include "log.h"
@@ -310,6 +312,7 @@ zygote_build(struct zygote *z, struct zygote_kind *k)
 	struct zygote_warm *w;
 	char *scratch, *cause = NULL;
 	size_t i;
+	int cgfd, rc;
 
 	if ((scratch = spawn_scratch_create(z->scratch_dir, k->uid, k->gid, &cause)) == NULL)
 		goto fail;
@@ -318,8 +321,17 @@ zygote_build(struct zygote *z, struct zygote_kind *k)
 	jail_spec_bind(&js, scratch, 1);
 	for (i = 0; i < k->nbinds; i++)
 		(void)jail_spec_bind(&js, k->bind[i], k->writable[i]);
+	/* In its session's cgroup from the start, like every call's child (cgroup.h). */
+	if ((cgfd = cgroup_session_fd(k->session, &cause)) < 0) {
+		(void)spawn_rmtree(scratch);
+		free(scratch);
+		goto fail;
+	}
 	w = xcalloc(1, sizeof *w);
-	if (spawn_jail_start(&js.j, k->uid, k->gid, &w->sj, &cause) != 0) {
+	rc = spawn_jail_start(&js.j, k->uid, k->gid, cgfd, &w->sj, &cause);
+	if (cgfd > 2)
+		close(cgfd);
+	if (rc != 0) {
 		free(w);
 		(void)spawn_rmtree(scratch);
 		free(scratch);
@@ -386,22 +398,19 @@ zygote_reaped(struct zygote *z, pid_t pid)
 	return 0;
 }
 
-/* Every waiting init's pid. */
-void
-zygote_pids(const struct zygote *z, pid_t **pids, size_t *n)
+/* Whether pid is a waiting (or reserved) init of the pools. */
+int
+zygote_is_waiting(const struct zygote *z, pid_t pid)
 {
 	const struct zygote_warm *w;
-	size_t k = 0;
 
-	if (z == NULL)
-		return;
-	TAILQ_FOREACH(w, &z->warm, entry)
-		k++;
-	*pids = xreallocarray(*pids, *n + k + 1, sizeof **pids);
+	if (z == NULL || pid <= 0)
+		return 0;
 	TAILQ_FOREACH(w, &z->warm, entry) {
-		if (w->sj.pid > 0)
-			(*pids)[(*n)++] = w->sj.pid;
+		if (w->sj.pid == pid)
+			return 1;
 	}
+	return 0;
 }
 
 /* Waiting jails. */

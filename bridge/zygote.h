@@ -50,8 +50,8 @@ int		 zygote_claim(struct zygote *, const struct session *s, const char *key,
 void		 zygote_scratch_done(struct zygote *, const char *scratch);
 /* A reaped pid: 1 if it was a waiting init (now forgotten), else 0. */
 int		 zygote_reaped(struct zygote *, pid_t);
-/* pids of every waiting init, for the orphan scan (appended to *pids, *n grows). */
-void		 zygote_pids(const struct zygote *, pid_t **pids, size_t *n);
+/* Whether pid is a waiting init (the orphan scan keeps it). */
+int		 zygote_is_waiting(const struct zygote *, pid_t);
 /* Waiting (idle + reserved) jails, for status and tests. */
 size_t		 zygote_count(const struct zygote *);
 

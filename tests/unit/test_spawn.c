@@ -158,7 +158,7 @@ test_spawn_drops_privileges(void **state)
 	char *argv[] = { "sh", "-c", "id -u; id -g; id -G; echo \"$X\"; ls /proc/self/fd | wc -l; "
 	    "grep NoNewPrivs /proc/self/status; ulimit -c", NULL };
 	char *envp[] = { "X=hello", "PATH=/usr/bin:/bin", NULL };
-	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, 0, NULL };
+	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, 0, NULL, 0 };
 	struct child ch;
 	char out[512], *cause = NULL;
 	int status;
@@ -181,7 +181,7 @@ test_spawn_extra_fd(void **state)
 {
 	char *argv[] = { "sh", "-c", "ls /proc/self/fd | wc -l; echo via-fd3 >&3", NULL };
 	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, -1, NULL };
+	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, -1, NULL, 0 };
 	struct child ch;
 	char out[512], got[64], *cause = NULL;
 	int status, p[2];
@@ -212,7 +212,7 @@ test_spawn_exec_failure(void **state)
 {
 	char *argv[] = { "nope", NULL };
 	char *envp[] = { NULL };
-	struct spawn_req r = { "/nonexistent/tool", argv, envp, 1, 1, -1, "/", 10, 0, NULL };
+	struct spawn_req r = { "/nonexistent/tool", argv, envp, 1, 1, -1, "/", 10, 0, NULL, 0 };
 	struct child ch;
 	char *cause = NULL;
 
@@ -307,7 +307,7 @@ static int
 jt_run(const char *path, char **argv, const struct jail *j, char *out, size_t size)
 {
 	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-	struct spawn_req r = { path, argv, envp, 1, 1, -1, "/", 10, 0, j };
+	struct spawn_req r = { path, argv, envp, 1, 1, -1, "/", 10, 0, j, 0 };
 	struct child ch;
 	char *cause = NULL;
 	int status;
@@ -413,7 +413,7 @@ test_jail_signals(void **state)
 	struct jt t;
 	struct jail j = { NULL, -1, NULL, 0, NULL, NULL };
 	char *argv[] = { "sleep", "1000", NULL }, *envp[] = { NULL }, *cause = NULL;
-	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j };
+	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j, 0 };
 	struct child ch;
 	int status;
 
@@ -447,7 +447,7 @@ test_jail_dies_with_parent(void **state)
 	struct jt t;
 	struct jail j = { NULL, JAIL_NET_HOST, NULL, 0, NULL, NULL };
 	char *argv[] = { "sleep", "654.5", NULL }, *envp[] = { NULL }, *cause = NULL;
-	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j };
+	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j, 0 };
 	int p[2], status, i, alive = 1;
 	pid_t mid, tool = 0;
 	char buf[32], path[64];
@@ -497,7 +497,7 @@ test_jail_failures(void **state)
 	struct jail_bind b[1];
 	struct jail j = { "/nonexistent/jailroot", -1, NULL, 0, NULL, NULL };
 	char out[256], tool[128], *argv[] = { "tool", NULL }, *envp[] = { NULL }, *cause = NULL;
-	struct spawn_req r = { "/bin/true", argv, envp, 1, 1, 0, NULL, 10, 0, &j };
+	struct spawn_req r = { "/bin/true", argv, envp, 1, 1, 0, NULL, 10, 0, &j, 0 };
 	struct child ch;
 	int st;
 
@@ -590,7 +590,7 @@ test_jail_netns(void **state)
 		struct spawn_jail warm;
 
 		j.netns_fd = JAIL_NET_NEW_LO;
-		assert_int_equal(spawn_jail_start(&j, 1, 1, &warm, &cause), 0);
+		assert_int_equal(spawn_jail_start(&j, 1, 1, 0, &warm, &cause), 0);
 		assert_int_equal(jail_netns_listen_in(warm.pid, &nsfd, &lfd, &port, &cause), 0);
 		j.netns_fd = nsfd;
 		j.warm = &warm;
@@ -625,7 +625,7 @@ test_jail_init_is_exec(void **state)
 	struct spawn_jail warm;
 	char *argv[] = { "sleep", "1000", NULL }, *envp[] = { "SECRETISH=xyz", NULL };
 	char *cause = NULL, path[64], exe[256], buf[256];
-	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j };
+	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j, 0 };
 	struct child ch;
 	ssize_t n;
 	int fd, status, round;
@@ -636,7 +636,7 @@ test_jail_init_is_exec(void **state)
 	for (round = 0; round < 2; round++) {
 		if (round == 1) {
 			/* Pre-built: started and waiting before the request exists. */
-			assert_int_equal(spawn_jail_start(&j, 1, 1, &warm, &cause), 0);
+			assert_int_equal(spawn_jail_start(&j, 1, 1, 0, &warm, &cause), 0);
 			j.warm = &warm;
 		}
 		assert_int_equal(spawn_child(&r, &ch, &cause), 0);
@@ -674,7 +674,7 @@ test_jail_init_is_exec(void **state)
 		close(ch.err);
 	}
 	/* A pre-built jail that died is replaced by a fresh one for the request. */
-	assert_int_equal(spawn_jail_start(&j, 1, 1, &warm, &cause), 0);
+	assert_int_equal(spawn_jail_start(&j, 1, 1, 0, &warm, &cause), 0);
 	assert_int_equal(kill(warm.pid, SIGKILL), 0);
 	assert_int_equal(waitpid(warm.pid, &status, 0), warm.pid);
 	j.warm = &warm;
