@@ -423,7 +423,15 @@ sb_audit_last() {
 
 # Count of open fds of the daemon.
 sb_daemon_fds() {
-	ls "/proc/$SB_PID/fd" | wc -l
+	local n parents w
+	n=$(ls "/proc/$SB_PID/fd" | wc -l)
+	# Less one control socket per jail waiting in the pool (docs/JAIL.md): the
+	# daemon's children that are a shimbridge-jail without a child of their own.
+	parents=" $(ps -e -o ppid= | tr -d ' ' | sort -u | paste -sd' ') "
+	w=$(ps --ppid "$SB_PID" -o pid=,stat=,comm= 2>/dev/null | awk -v parents="$parents" '
+		$2 !~ /^Z/ && $3 == "shimbridge-jail" && index(parents, " " $1 " ") == 0 { n++ }
+		END { print n + 0 }')
+	echo $((n - w))
 }
 
 # RSS of the daemon in KiB.
