@@ -168,8 +168,9 @@ struct redact_state {
 	uint64_t	 c_hold;	/* the earliest start of their runs */
 	uint64_t	 c_until;	/* wake here at the latest */
 	int		 c_short;	/* asleep at a line break after a short tail */
-	int		 c_line;	/* asleep at a line break: c_run bytes of run before */
-	size_t		 c_run;
+	int		 c_line;	/* asleep at the line break at c_t: c_run bytes of */
+	size_t		 c_run;		/* run before it (SIZE_MAX: not counted yet) */
+	uint64_t	 c_t;
 	struct redact_view view[REDACT_NVIEWS];
 };
 
@@ -1187,6 +1188,32 @@ redact_view_hold(const struct redact_run *run, const struct redact_view *v, uint
 }
 
 /*
+ * Views asleep at a line break learn the run before it (counted only when needed,
+ * and always before the feed that holds the line break ends).
+ */
+static void
+redact_collapsed_settle(struct redact_run *run)
+{
+	struct redact_state *st = run->st;
+	struct redact_view *v = &st->view[0];
+	size_t r, j, mask = st->mapmask;
+
+	if (!st->collapsed || !st->c_line || st->c_run != SIZE_MAX)
+		return;
+	r = redact_arun(run, st->c_t);
+	if (r > st->c_t - st->emitted)
+		r = (size_t)(st->c_t - st->emitted);
+	for (j = 0; j < r; j++)
+		v->map[j & mask] = st->c_t - r + j;
+	v->vpos = r;
+	v->vvalid = r;
+	v->arun = r;
+	st->c_run = r;
+	st->c_short = r < REDACT_WRAP_MIN;
+	st->c_hold = st->c_t - r;
+}
+
+/*
  * Whether the input's holdable run has ended since collapsed views went to sleep
  * (then theirs ended there too), at stream offset q.
  */
@@ -1200,11 +1227,12 @@ redact_collapsed_broken(const struct redact_run *run, uint64_t q)
 
 /* What collapsed views hold at stream offset q (q itself: nothing more). */
 static uint64_t
-redact_collapsed_hold(const struct redact_run *run, uint64_t q)
+redact_collapsed_hold(struct redact_run *run, uint64_t q)
 {
 	const struct redact_state *st = run->st;
 	uint64_t n = q - st->c_from;
 
+	redact_collapsed_settle(run);
 	/* A short tail just before a line break that ends the feed goes now. */
 	if (st->c_short && q == st->c_from)
 		return q;
@@ -1221,7 +1249,7 @@ redact_collapsed_hold(const struct redact_run *run, uint64_t q)
 
 /* Where output may go up to at stream offset q: below every hold, the views' too. */
 static uint64_t
-redact_limit(const struct redact_run *run, uint32_t s, uint64_t q)
+redact_limit(struct redact_run *run, uint32_t s, uint64_t q)
 {
 	uint64_t lim = q - redact_hold(run, s, q), h;
 	int k;
@@ -1520,18 +1548,9 @@ static void
 redact_view_linebreak(struct redact_run *run, uint64_t t)
 {
 	struct redact_state *st = run->st;
-	struct redact_view *v = &st->view[0];
-	size_t r = redact_arun(run, t), j, mask = st->mapmask;
 
-	if (r > t - st->emitted)
-		r = (size_t)(t - st->emitted);
-	for (j = 0; j < r; j++)
-		v->map[j & mask] = t - r + j;
-	v->state = 0;
-	v->pend = 0;
-	v->vpos = r;
-	v->vvalid = r;
-	v->arun = r;
+	st->view[0].state = 0;
+	st->view[0].pend = 0;
 	st->view[1].pend = 0;
 	st->veq = 1;
 	st->esc = X_IDLE;
@@ -1540,12 +1559,10 @@ redact_view_linebreak(struct redact_run *run, uint64_t t)
 	st->lbreak = 1;
 	st->active = 0;
 	st->collapsed = 1;
-	st->c_short = r < REDACT_WRAP_MIN;
 	st->c_line = 1;
-	st->c_run = r;
+	st->c_run = SIZE_MAX;	/* counted when needed: redact_collapsed_settle */
+	st->c_t = t;
 	st->c_from = t + 1;
-	st->c_hold = t - r;
-	st->c_until = t + 1 + (run->ac->safecap - r);
 }
 
 /*
@@ -1559,6 +1576,7 @@ redact_view_wake(struct redact_run *run, uint32_t s, uint64_t u)
 	size_t mask = st->mapmask, n = (size_t)(u - st->c_from), j;
 	int k;
 
+	redact_collapsed_settle(run);
 	for (k = 0; k < REDACT_NVIEWS; k++) {
 		struct redact_view *v = &st->view[k];
 
@@ -1832,6 +1850,7 @@ redact_run(const struct redact_ac *ac, struct redact_state *st, const unsigned c
 		}
 	}
 
+	redact_collapsed_settle(&run);
 	st->state = s;
 	st->pos += len;
 	if (eof)
