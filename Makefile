@@ -29,7 +29,7 @@ LIB_SRC    := $(COMMON_SRC) bridge/redact.c
 DAEMON_SRC := $(filter-out bridge/redact.c,$(BRIDGE_SRC))
 # The daemon's own modules: loop, peers, jobs, ops, renewals, the credential injector.
 DAEMON_ONLY := bridge/server.c bridge/conn.c bridge/job.c bridge/ops.c bridge/renew.c \
-	      bridge/inject.c bridge/ghinject.c bridge/pending.c $(wildcard bridge/op-*.c)
+	      bridge/inject.c bridge/ghinject.c bridge/pending.c bridge/zygote.c $(wildcard bridge/op-*.c)
 ADMIN_BRIDGE := $(filter-out $(DAEMON_ONLY),$(DAEMON_SRC))
 
 # Object sets: normal ($(B)/o), sanitized ($(B)/san), fuzzing ($(B)/fuzz).
@@ -37,8 +37,9 @@ obj   = $(patsubst %.c,$(B)/o/%.o,$(1))
 sobj  = $(patsubst %.c,$(B)/san/obj/%.o,$(1))
 fobj  = $(patsubst %.c,$(B)/fuzz/%.o,$(1))
 
-PROGS      := $(B)/shimbridged $(B)/shimbridge $(B)/shimbridge-git $(B)/shim
-SANPROGS   := $(B)/san/shimbridged $(B)/san/shim $(B)/san/shimbridge-git $(B)/san/shimbridge
+PROGS      := $(B)/shimbridged $(B)/shimbridge $(B)/shimbridge-git $(B)/shim $(B)/shimbridge-jail
+SANPROGS   := $(B)/san/shimbridged $(B)/san/shim $(B)/san/shimbridge-git $(B)/san/shimbridge \
+	      $(B)/san/shimbridge-jail
 UNITS      := $(patsubst tests/unit/%.c,$(B)/unit/%,$(UNIT_SRC))
 SANUNITS   := $(patsubst tests/unit/%.c,$(B)/unit-san/%,$(UNIT_SRC))
 FUZZERS    := $(patsubst tests/fuzz/%.c,$(B)/fuzzers/%,$(FUZZ_SRC))
@@ -122,6 +123,18 @@ $(B)/shim: $(SHIM_SRC) $(SHIM_COMMON) $(HDRS) | deps-shim
 	$(MUSLCC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -DSHIMBRIDGE_SHIM -Icommon $(WARN) \
 	  -Ishim -Os -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s -o $@ $(SHIM_SRC) $(SHIM_COMMON)
 
+# The jail's init (docs/JAIL.md): static, musl, small; exec'd by the daemon for every
+# jail, so it must start fast and hold nothing of the daemon. The sanitized daemon
+# finds it next to itself too.
+JAIL_SRC := jail/main.c bridge/jail.c common/jailmsg.c common/hygiene.c common/util.c
+$(B)/shimbridge-jail: $(JAIL_SRC) $(HDRS) | deps-shim
+	@mkdir -p $(B)
+	$(MUSLCC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_JAIL_INIT -Icommon -Ibridge $(WARN) \
+	  -Os -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s -o $@ $(JAIL_SRC)
+$(B)/san/shimbridge-jail: $(B)/shimbridge-jail
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 $(B)/san/shimbridged: $(call sobj,bridge/main.c $(DAEMON_SRC)) $(B)/san/libshimbridge.a
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS)
 $(B)/san/shimbridge: $(call sobj,$(ADMIN_SRC) $(ADMIN_BRIDGE)) $(B)/san/libshimbridge.a
@@ -132,10 +145,10 @@ $(B)/san/shim: $(call sobj,$(SHIM_SRC) $(SHIM_COMMON))
 	$(CC) $(SANFLAGS) -o $@ $^
 san: $(SANPROGS)
 
-$(B)/unit/%: $(call obj,tests/unit/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test
+$(B)/unit/%: $(call obj,tests/unit/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test $(B)/shimbridge-jail
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LIBS) -lcmocka
-$(B)/unit-san/%: $(call sobj,tests/unit/%.c) $(call sobj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test
+$(B)/unit-san/%: $(call sobj,tests/unit/%.c) $(call sobj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test $(B)/shimbridge-jail
 	@mkdir -p $(dir $@)
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS) -lcmocka
 $(B)/fuzzers/%: $(call fobj,tests/fuzz/%.c) $(call fobj,$(BRIDGE_SRC) $(COMMON_SRC) $(filter-out gitserve/main.c,$(GIT_SRC)) admin/probehdr.c)

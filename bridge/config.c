@@ -866,7 +866,7 @@ parse_main(struct loader *l, json_t *root, struct config *c)
 	static const char *const stkeys[] = { "path", "key", "key_credential", NULL };
 	static const char *const skeys[] = { "path", "group", "mode", NULL };
 	static const char *const lkeys[] = { "max_connections", "max_per_session",
-	    "handshake_timeout", "kill_grace", NULL };
+	    "handshake_timeout", "kill_grace", "jail_pool", NULL };
 	json_t *sock, *lim, *tools, *sessions, *e;
 	const char *k;
 	long long v;
@@ -955,6 +955,10 @@ parse_main(struct loader *l, json_t *root, struct config *c)
 		if (get_int(l, lim, "limits", "kill_grace", 0, 600, &v) != 0)
 			return -1;
 		c->kill_grace = (int)v;
+		v = c->jail_pool;
+		if (get_int(l, lim, "limits", "jail_pool", 0, 64, &v) != 0)
+			return -1;
+		c->jail_pool = (int)v;
 	}
 	if (parse_secrets(l, json_object_get(root, "secrets"), "secrets", &c->secrets,
 	    &c->nsecrets) != 0)
@@ -1313,6 +1317,7 @@ config_load(const char *path, int no_secrets, char **cause)
 	c->max_per_session = 64;
 	c->handshake_timeout = 10;
 	c->kill_grace = 2;
+	c->jail_pool = 2;
 	c->git_timeout = 600;
 	c->approval.timeout = 300;
 	c->approval.command_timeout = 60;

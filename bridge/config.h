@@ -140,6 +140,7 @@ struct config {
 	int		  max_per_session;
 	int		  handshake_timeout;
 	int		  kill_grace;
+	int		  jail_pool;	/* pre-built jails per session and tool (zygote.h) */
 	struct tool	 *tools;
 	size_t		  ntools;
 	struct secret_src *secrets;

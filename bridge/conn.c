@@ -37,6 +37,7 @@
 #include "server.h"
 #include "spawn.h"
 #include "util.h"
+#include "zygote.h"
 
 #define PEER_IN_HIGH	(FRAME_HDR + FRAME_CTRL_MAX + 4096)	/* peer input cap */
 #define PEER_OUT_HIGH	(256 * 1024)	/* stop reading the child above this */
@@ -457,8 +458,7 @@ conn_free(struct conn *c)
 	if (c->op_state_free != NULL)
 		c->op_state_free(c->op_state);
 	if (c->scratch != NULL) {
-		if (spawn_rmtree(c->scratch) != 0)
-			log_warnx("cannot remove scratch directory %s", c->scratch);
+		zygote_scratch_done(c->srv->zygote, c->scratch);
 		free(c->scratch);
 	}
 	json_decref(c->argv);

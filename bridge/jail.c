@@ -23,9 +23,12 @@
 #include <unistd.h>
 
 #include "jail.h"
+#ifndef SHIMBRIDGE_JAIL_INIT
 #include "log.h"
 #include "util.h"
+#endif
 
+#ifndef SHIMBRIDGE_JAIL_INIT
 /* An empty spec for one request. */
 void
 jail_spec_init(struct jail_spec *s, const char *root, int netns_fd, const char *tmp)
@@ -65,6 +68,8 @@ jail_is_system_path(const char *path)
 	return 0;
 }
 
+#endif /* !SHIMBRIDGE_JAIL_INIT */
+
 #if defined(__linux__)
 
 /*
@@ -91,16 +96,18 @@ static const struct {
 	{ "/dev/stdout", "/proc/self/fd/1" }, { "/dev/stderr", "/proc/self/fd/2" },
 };
 
+#ifndef SHIMBRIDGE_JAIL_INIT
 /* The namespaces every jail gets; the netns only when none is given to join. */
 int
 jail_clone_flags(const struct jail *j)
 {
 	int f = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
 
-	if (j->netns_fd == JAIL_NET_NEW)
+	if (j->netns_fd == JAIL_NET_NEW || j->netns_fd == JAIL_NET_NEW_LO)
 		f |= CLONE_NEWNET;
 	return f;
 }
+#endif
 
 /* buf = root + path, without allocating; -1 (ENAMETOOLONG) if it does not fit. */
 static int
@@ -294,7 +301,7 @@ jail_enter(const struct jail *j)
 }
 
 /* Bring loopback up in the calling thread's network namespace. */
-static int
+int
 jail_lo_up(void)
 {
 	struct ifreq ifr;
@@ -312,12 +319,40 @@ jail_lo_up(void)
 	return rc;
 }
 
-/* A netns with loopback up and a listener inside, made from this thread and left again. */
-int
-jail_netns_listen(int *netns_fd, int *listen_fd, int *port, char **cause)
+#ifndef SHIMBRIDGE_JAIL_INIT
+/* A listener on 127.0.0.1:<ephemeral> in the calling thread's network namespace. */
+static int
+jail_listen_here(int *listen_fd, int *port, char **cause)
 {
 	struct sockaddr_in sin;
 	socklen_t slen = sizeof sin;
+	int s;
+
+	memset(&sin, 0, sizeof sin);
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if ((s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
+	    bind(s, (struct sockaddr *)&sin, sizeof sin) != 0 || listen(s, 64) != 0 ||
+	    getsockname(s, (struct sockaddr *)&sin, &slen) != 0) {
+		xasprintf(cause, "cannot listen in the new network namespace: %s", strerror(errno));
+		if (s >= 0)
+			close(s);
+		return -1;
+	}
+	*port = ntohs(sin.sin_port);
+	*listen_fd = s;
+	return 0;
+}
+
+/*
+ * A listener inside a network namespace, made from this thread and left again:
+ * a new one (pid 0: with loopback brought up here) or that of process pid (a
+ * pre-built jail's init, which brought its loopback up itself).
+ */
+static int
+jail_netns_listen_of(pid_t pid, int *netns_fd, int *listen_fd, int *port, char **cause)
+{
+	char path[64];
 	int self = -1, ns = -1, s = -1, rc = -1;
 
 	*netns_fd = *listen_fd = -1;
@@ -326,31 +361,42 @@ jail_netns_listen(int *netns_fd, int *listen_fd, int *port, char **cause)
 		xasprintf(cause, "cannot open this thread's network namespace: %s", strerror(errno));
 		return -1;
 	}
-	/* unshare and setns change only the calling thread's namespace. */
-	if (unshare(CLONE_NEWNET) != 0) {
-		xasprintf(cause, "cannot create a network namespace: %s", strerror(errno));
-		close(self);
-		return -1;
+	if (pid > 0) {
+		snprintf(path, sizeof path, "/proc/%ld/ns/net", (long)pid);
+		if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0 || setns(ns, CLONE_NEWNET) != 0) {
+			xasprintf(cause, "cannot enter the jail's network namespace: %s",
+			    strerror(errno));
+			if (ns >= 0)
+				close(ns);
+			close(self);
+			return -1;
+		}
+		/* The init may not have read its SETUP yet: loopback up from here too. */
+		if (jail_lo_up() != 0) {
+			xasprintf(cause, "cannot bring loopback up in the jail's namespace: %s",
+			    strerror(errno));
+			goto back;
+		}
+	} else {
+		/* unshare and setns change only the calling thread's namespace. */
+		if (unshare(CLONE_NEWNET) != 0) {
+			xasprintf(cause, "cannot create a network namespace: %s", strerror(errno));
+			close(self);
+			return -1;
+		}
+		if (jail_lo_up() != 0) {
+			xasprintf(cause, "cannot bring loopback up in the new namespace: %s",
+			    strerror(errno));
+			goto back;
+		}
+		if ((ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
+			xasprintf(cause, "cannot open the new network namespace: %s",
+			    strerror(errno));
+			goto back;
+		}
 	}
-	if (jail_lo_up() != 0) {
-		xasprintf(cause, "cannot bring loopback up in the new namespace: %s",
-		    strerror(errno));
+	if (jail_listen_here(&s, port, cause) != 0)
 		goto back;
-	}
-	if ((ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
-		xasprintf(cause, "cannot open the new network namespace: %s", strerror(errno));
-		goto back;
-	}
-	memset(&sin, 0, sizeof sin);
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if ((s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0 ||
-	    bind(s, (struct sockaddr *)&sin, sizeof sin) != 0 || listen(s, 64) != 0 ||
-	    getsockname(s, (struct sockaddr *)&sin, &slen) != 0) {
-		xasprintf(cause, "cannot listen in the new network namespace: %s", strerror(errno));
-		goto back;
-	}
-	*port = ntohs(sin.sin_port);
 	*netns_fd = ns;
 	*listen_fd = s;
 	ns = s = -1;	/* transferred */
@@ -362,12 +408,25 @@ back:
 	close(self);
 	if (ns >= 0)
 		close(ns);
-	if (s >= 0)
-		close(s);
 	if (rc != 0)
 		*port = 0;
 	return rc;
 }
+
+/* A new netns with loopback up and a listener inside. */
+int
+jail_netns_listen(int *netns_fd, int *listen_fd, int *port, char **cause)
+{
+	return jail_netns_listen_of(0, netns_fd, listen_fd, port, cause);
+}
+
+/* A listener inside the network namespace of process pid (a pre-built jail's init). */
+int
+jail_netns_listen_in(pid_t pid, int *netns_fd, int *listen_fd, int *port, char **cause)
+{
+	return jail_netns_listen_of(pid, netns_fd, listen_fd, port, cause);
+}
+#endif /* !SHIMBRIDGE_JAIL_INIT */
 
 #else /* !__linux__ */
 
@@ -396,6 +455,14 @@ jail_netns_listen(int *netns_fd, int *listen_fd, int *port, char **cause)
 	*port = 0;
 	xasprintf(cause, "network namespaces need Linux");
 	return -1;
+}
+
+/* No network namespaces here. */
+int
+jail_netns_listen_in(pid_t pid, int *netns_fd, int *listen_fd, int *port, char **cause)
+{
+	(void)pid;
+	return jail_netns_listen(netns_fd, listen_fd, port, cause);
 }
 
 #endif

@@ -9,10 +9,14 @@
 #ifndef SHIMBRIDGE_JAIL_H
 #define SHIMBRIDGE_JAIL_H
 
+#include <sys/types.h>
 #include <stddef.h>
 
 #define JAIL_NET_NEW	(-1)	/* a new netns: only loopback, and that down */
 #define JAIL_NET_HOST	(-2)	/* the daemon's own network (tools that need it) */
+#define JAIL_NET_NEW_LO	(-3)	/* a new netns with loopback up (the daemon listens inside) */
+
+struct spawn_jail;
 
 struct jail_bind {
 	const char	*path;		/* absolute; mounted at the same path inside */
@@ -29,8 +33,13 @@ struct jail {
 						   fd of a netns to join */
 	const struct jail_bind	*binds;		/* scratch dir, mirror, workspace, tool */
 	size_t			 nbinds;
-	const char		*tmp;		/* /tmp is a symlink to this (unless a bind
-						   is below /tmp), or NULL */
+	const char		*tmp;		/* the call's scratch dir: /tmp is a symlink
+						   to it (unless a bind is below /tmp), or NULL */
+	/*
+	 * A pre-built jail of this shape (bridge/zygote.c) whose scratch dir is tmp,
+	 * or NULL: spawn_child then starts a fresh one. spawn_child consumes it.
+	 */
+	struct spawn_jail	*warm;
 };
 
 /* A jail with room for its binds, filled in by the caller for one request. */
@@ -56,11 +65,14 @@ int		jail_is_system_path(const char *path);
 int		jail_clone_flags(const struct jail *);
 
 /*
- * In the freshly cloned child (PID 1 of its namespace, still root): join the
- * netns if one is given, build the filesystem and pivot into it. Only system
+ * In the jail's init (shimbridge-jail, PID 1 of its namespaces, still root): join
+ * the netns if one is given, build the filesystem and pivot into it. Only system
  * calls, no allocation. Returns NULL, or the step that failed (errno is set).
  */
 const char	*jail_enter(const struct jail *);
+
+/* Bring loopback up in the calling thread's network namespace (0, or -1 and errno). */
+int		jail_lo_up(void);
 
 /*
  * From the daemon: a new network namespace with loopback up and a TCP listener
@@ -69,5 +81,11 @@ const char	*jail_enter(const struct jail *);
  * close-on-exec) are the caller's to close. 0, or -1 with *cause.
  */
 int		jail_netns_listen(int *netns_fd, int *listen_fd, int *port, char **cause);
+/*
+ * The same inside the existing network namespace of process pid (a pre-built
+ * jail's init made with JAIL_NET_NEW_LO): *netns_fd then names that namespace.
+ */
+int		jail_netns_listen_in(pid_t pid, int *netns_fd, int *listen_fd, int *port,
+		    char **cause);
 
 #endif

@@ -99,9 +99,6 @@ main(int argc, char **argv)
 	int ch, check = 0, no_secrets = 0, debug = 0, rc;
 	size_t i, nwarn = 0;
 
-	/* Before anything changes environ: where the kernel put our environment. */
-	spawn_env_area(environ);
-
 	util_progname = "shimbridged";
 	/*
 	 * Start-up hygiene, as shimbridge-git and the admin CLI: fds 0-2 open, and

@@ -37,6 +37,7 @@
 #include "jail.h"
 #include "spawn.h"
 #include "util.h"
+#include "zygote.h"
 
 /* What op "git" keeps for one request. */
 struct op_git_state {
@@ -229,15 +230,17 @@ op_git_claim(struct op_git_state *st, const char *mirror)
  * Fills via with the URL base shimbridge-git gets instead of the host's.
  */
 static int
-op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_req *g, char *via,
-    size_t vialen, char **cause)
+op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_req *g,
+    pid_t warm, char *via, size_t vialen, char **cause)
 {
 	const struct git_host *gh = config_git_host(c->cfg, g->host);
 	struct inject_target t;
 	char *upstream, *pf = NULL, *pfwhy = NULL;
 	int lfd, port, one = 1;
 
-	if (jail_netns_listen(&st->netns, &lfd, &port, cause) != 0)
+	/* A pre-built jail (warm > 0) has its namespace, with loopback up, already. */
+	if ((warm > 0 ? jail_netns_listen_in(warm, &st->netns, &lfd, &port, cause) :
+	    jail_netns_listen(&st->netns, &lfd, &port, cause)) != 0)
 		return -1;
 	/*
 	 * git's requests are small and answered at once: without this, Nagle's
@@ -295,6 +298,7 @@ op_git(struct conn *c, json_t *req)
 {
 	struct profile_git_req g;
 	struct jail_spec js;
+	struct spawn_jail warm = { -1, -1 };
 	struct op_git_state *st;
 	char *cause = NULL, *msg = NULL, *mdir = NULL, via[64];
 	const char *why = NULL;
@@ -329,8 +333,8 @@ op_git(struct conn *c, json_t *req)
 	c->rule = xstrdup(g.rule);
 	if (conn_check_busy(c) != 0)
 		goto out;
-	c->scratch = spawn_scratch_create(c->srv->scratch_dir, c->session->runner_uid,
-	    c->session->runner_gid, &cause);
+	/* A pre-built jail's directory when one waits (zygote.h). */
+	c->scratch = zygote_scratch(c->srv->zygote, c->session, "git", &cause);
 	if (c->scratch == NULL) {
 		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare a private "
 		    "directory for git; nothing was sent. Tell the operator.");
@@ -341,12 +345,22 @@ op_git(struct conn *c, json_t *req)
 	st->refusal = st->netns = st->refs_fd = -1;
 	c->op_state = st;
 	c->op_state_free = op_git_state_free;
+	if (jailed) {
+		/* Its own session's mirrors only, and no network but the injector. */
+		xasprintf(&mdir, "%s/%s", c->srv->mirror_dir, c->session->name);
+		jail_spec_init(&js, c->srv->jail_root, JAIL_NET_NEW_LO, c->scratch);
+		jail_spec_bind(&js, c->scratch, 1);
+		jail_spec_bind(&js, c->cfg->git_helper, 0);
+		jail_spec_bind(&js, mdir, 1);
+		/* The jail reserved with c->scratch, if it is still of this shape. */
+		(void)zygote_claim(c->srv->zygote, c->session, "git", &js.j, &warm);
+	}
 	/*
 	 * Jailed, host git gets no credential: its upstream is the injector inside its
 	 * own network namespace. Unjailed (--no-jail, for measurements only) there is
 	 * no namespace to hide a listener in, so shimbridge-git gets the token.
 	 */
-	if (jailed && op_git_inject(c, st, &g, via, sizeof via, &cause) != 0) {
+	if (jailed && op_git_inject(c, st, &g, warm.pid, via, sizeof via, &cause) != 0) {
 		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare git's upstream "
 		    "connection; nothing was sent. Tell the operator.");
 		goto out;
@@ -383,12 +397,13 @@ op_git(struct conn *c, json_t *req)
 	c->srv->n_allowed++;
 	audit_write(conn_audit_base(c, "allowed"), conn_redact(c));
 	if (jailed) {
-		/* Its own session's mirrors only, and no network but the injector. */
-		xasprintf(&mdir, "%s/%s", c->srv->mirror_dir, c->session->name);
-		jail_spec_init(&js, c->srv->jail_root, st->netns, c->scratch);
-		jail_spec_bind(&js, c->scratch, 1);
-		jail_spec_bind(&js, c->cfg->git_helper, 0);
-		jail_spec_bind(&js, mdir, 1);
+		/*
+		 * The namespace with the listener: the pre-built jail's own, or, for a
+		 * fresh jail (none was ready, or it died meanwhile), one to join.
+		 */
+		js.j.netns_fd = st->netns;
+		if (warm.pid > 0)
+			js.j.warm = &warm;
 	}
 	c->child_fd3 = wfd;
 	clock_gettime(CLOCK_MONOTONIC, &st->spawned);
@@ -396,6 +411,8 @@ op_git(struct conn *c, json_t *req)
 	    jailed ? &js.j : NULL);
 	c->child_fd3 = 0;
 out:
+	/* A pre-built jail that did not run (a refusal on the way): it goes. */
+	spawn_jail_discard(&warm);
 	/* Only the child's processes may hold the write end. */
 	if (wfd != -1)
 		close(wfd);

@@ -30,6 +30,7 @@
 #include "jail.h"
 #include "spawn.h"
 #include "util.h"
+#include "zygote.h"
 
 /* Build the child's environment from nothing. */
 static struct envbuild *
@@ -239,6 +240,7 @@ op_run_start(struct conn *c, const struct tool *t, char **argv, const struct pol
 {
 	struct envbuild *env = NULL;
 	struct jail_spec js;
+	struct spawn_jail warm;
 	char *cause = NULL;
 	size_t i;
 
@@ -289,6 +291,9 @@ op_run_start(struct conn *c, const struct tool *t, char **argv, const struct pol
 			jail_spec_bind(&js, c->session->workspace, 1);
 			cwd_fd = -1;
 		}
+		/* The jail reserved with c->scratch, if it is still of this shape. */
+		if (zygote_claim(c->srv->zygote, c->session, t->name, &js.j, &warm))
+			js.j.warm = &warm;
 	}
 	conn_start(c, t->path, argv, env, cwd_fd,
 	    t->cwd == CWD_SCRATCH ? c->scratch : c->cwd, t->timeout,
@@ -332,8 +337,8 @@ op_run_go(struct conn *c, void *arg)
 			goto out;
 		}
 	}
-	c->scratch = spawn_scratch_create(c->srv->scratch_dir, c->session->runner_uid,
-	    c->session->runner_gid, &cause);
+	/* A pre-built jail's directory when one waits (zygote.h). */
+	c->scratch = zygote_scratch(c->srv->zygote, c->session, t->name, &cause);
 	if (c->scratch == NULL) {
 		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare a private "
 		    "directory for the command; nothing was run. Tell the operator.");

@@ -42,6 +42,7 @@
 #include "server.h"
 #include "spawn.h"
 #include "util.h"
+#include "zygote.h"
 
 /* Requests of a session in flight. */
 int
@@ -58,6 +59,15 @@ server_session_running(const struct server *srv, const struct session *s)
 	return n;
 }
 
+static struct zygote	*server_zygote;	/* for server_keep */
+
+/* The orphan scan's test: a job's live process, or a jail waiting in the pool. */
+static int
+server_keep(pid_t pid)
+{
+	return job_is_live(pid) || zygote_is_waiting(server_zygote, pid);
+}
+
 /* Kill descendants that escaped their process group (reparented to us). */
 static void
 server_kill_orphans(struct server *srv)
@@ -65,7 +75,7 @@ server_kill_orphans(struct server *srv)
 	int killed;
 
 	(void)srv;
-	killed = platform_kill_orphans(job_is_live);
+	killed = platform_kill_orphans(server_keep);
 	if (killed > 0)
 		log_info("killed %d escaped descendant process%s", killed, killed == 1 ? "" : "es");
 }
@@ -88,10 +98,11 @@ server_sigchld(evutil_socket_t sig, short what, void *arg)
 	/*
 	 * A jailed job's tree died with its PID namespace: nothing to look for.
 	 * A pid that was no job's was an orphan we killed: its own children have
-	 * just become ours, so look again.
+	 * just become ours, so look again. A waiting jail's init (zygote.h) had
+	 * no children: nothing to look for either.
 	 */
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		if (job_reaped(pid, status) == 0)
+		if (job_reaped(pid, status) == 0 && !zygote_reaped(srv->zygote, pid))
 			any = 1;
 	}
 	any |= job_orphans_possible();
@@ -326,6 +337,9 @@ server_reload(struct server *srv)
 	free(warn);
 	audit_syslog(nc->audit_syslog);
 	server_sessions_removed(srv, srv->cfg, nc);
+	/* Waiting jails were built for the old runners and binds. */
+	zygote_flush(srv->zygote);
+	zygote_set_size(srv->zygote, srv->jail_root != NULL ? nc->jail_pool : 0);
 	config_unref(srv->cfg);
 	srv->cfg = nc;
 	json_object_set_new(a, "ok", json_true());
@@ -594,7 +608,8 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	if (server_jail) {
 		/* Only a mount point for the jails' roots, each in its own mount namespace. */
 		xasprintf(&srv.jail_root, "%s/jail", cfg->state_dir);
-		if (hygiene_mkdir_root(srv.jail_root, 0700, 1, cause) != 0)
+		if (hygiene_mkdir_root(srv.jail_root, 0700, 1, cause) != 0 ||
+		    spawn_jail_find(NULL, cause) != 0)
 			goto out;
 	} else
 		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");
@@ -654,6 +669,9 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	evtimer_add(srv.ev_sweep, &sec);
 	srv.ev_resume = evtimer_new(srv.base, server_resume, &srv);
 	srv.ev_orphans = evtimer_new(srv.base, server_orphans, &srv);
+	srv.zygote = zygote_new(srv.base, srv.scratch_dir);
+	server_zygote = srv.zygote;
+	zygote_set_size(srv.zygote, srv.jail_root != NULL ? cfg->jail_pool : 0);
 	log_info("listening (config version %s, %zu sessions, %zu tools)", cfg->version,
 	    cfg->nsessions, cfg->ntools);
 	platform_notify("READY=1");
@@ -675,6 +693,7 @@ out:
 	while ((c = TAILQ_FIRST(&srv.conns)) != NULL)
 		conn_free(c);
 	approve_free(srv.approve);
+	zygote_free(srv.zygote);
 	cgroup_shutdown();
 	renew_stop_all();
 	for (i = 0; i < srv.nlev; i++)

@@ -19,6 +19,7 @@ struct event_base;
 struct evconnlistener;
 struct keyring;
 struct session;
+struct zygote;
 
 #define SERVER_MAX_LISTENERS	16
 
@@ -36,6 +37,7 @@ struct server {
 	char			*scratch_dir;	/* state_dir/run: per-call private dirs */
 	char			*mirror_dir;	/* state_dir/mirrors */
 	char			*jail_root;	/* state_dir/jail; NULL: no jail (--no-jail) */
+	struct zygote		*zygote;	/* pre-built jails; every call's scratch dir */
 	struct event		*ev_sig[5];
 	struct event		*ev_sweep;
 	struct event		*ev_resume;

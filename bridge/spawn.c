@@ -1,7 +1,9 @@
 /* Child processes: building their environment and running them as the runner. */
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -13,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -24,7 +27,9 @@
 #include <sodium.h>
 
 #include "jail.h"
+#include "jailmsg.h"
 #include "platform.h"
+#include "cgroup.h"
 #include "hygiene.h"
 #include "spawn.h"
 #include "util.h"
@@ -246,125 +251,352 @@ spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status, p
 	spawn_child_fail(status, r->path);
 }
 
-static char	*spawn_env_lo;		/* the daemon's original environment area */
-static size_t	 spawn_env_len;
+/* The jail's init program (shimbridge-jail), opened once (spawn_jail_find). */
+static int	spawn_init_fd = -1;
 
-/* Record the extent of the strings envp points at (contiguous, from the kernel). */
-void
-spawn_env_area(char **envp)
+/* Open the init at path if it is a root-owned regular file nobody else can write. */
+static int
+spawn_jail_open(const char *path)
 {
-	char *lo = NULL, *hi = NULL, *end;
-	size_t i;
+	struct stat st;
+	int fd;
 
-	for (i = 0; envp != NULL && envp[i] != NULL; i++) {
-		end = envp[i] + strlen(envp[i]) + 1;
-		if (lo == NULL || envp[i] < lo)
-			lo = envp[i];
-		if (hi == NULL || end > hi)
-			hi = end;
+	if ((fd = open(path, O_PATH | O_CLOEXEC)) < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || (st.st_mode & S_IXUSR) == 0) {
+		close(fd);
+		errno = EPERM;
+		return -1;
 	}
-	spawn_env_lo = lo;
-	spawn_env_len = lo != NULL ? (size_t)(hi - lo) : 0;
+	return fd;
 }
 
-/* What the jail's init needs: the request and the child's ends of the pipes. */
+/* Find shimbridge-jail next to the daemon, or in ../libexec/shimbridge (installed). */
+int
+spawn_jail_find(const char *path_given, char **cause)
+{
+	static const char *const rel[] = { "shimbridge-jail",
+	    "../libexec/shimbridge/shimbridge-jail", NULL };
+	char exe[PATH_MAX], *slash, *path = NULL;
+	ssize_t n;
+	size_t i;
+	int e = ENOENT;
+
+	if (spawn_init_fd >= 0)
+		close(spawn_init_fd);
+	if (path_given != NULL) {
+		if ((spawn_init_fd = spawn_jail_open(path_given)) >= 0)
+			return 0;
+		xasprintf(cause, "cannot use the jail's init program %s: %s", path_given,
+		    strerror(errno));
+		return -1;
+	}
+	if ((n = readlink("/proc/self/exe", exe, sizeof exe - 1)) < 0) {
+		xasprintf(cause, "cannot find the daemon's own path: %s", strerror(errno));
+		return -1;
+	}
+	exe[n] = '\0';
+	if ((slash = strrchr(exe, '/')) != NULL)
+		*slash = '\0';
+	for (i = 0; rel[i] != NULL; i++) {
+		xasprintf(&path, "%s/%s", exe, rel[i]);
+		if ((spawn_init_fd = spawn_jail_open(path)) >= 0) {
+			free(path);
+			return 0;
+		}
+		if (errno != ENOENT)
+			e = errno;
+		free(path);
+	}
+	xasprintf(cause, "cannot use the jail's init program shimbridge-jail next to the "
+	    "daemon (%s/) or in %s/../libexec/shimbridge/: %s (it must be a root-owned "
+	    "executable nobody else can write; reinstall, or run with --no-jail for "
+	    "measurements only)", exe, exe, strerror(e));
+	return -1;
+}
+
+/* What the clone child needs until it execs the init. */
 struct spawn_jailarg {
-	const struct spawn_req	*r;
-	int			 pin, pout, perr, status;
+	int	ctl;		/* its end of the control socket */
 };
 
 /*
- * PID 1 of the jail: build the filesystem, start the tool, then only reap and
- * forward signals. It runs on a private copy of the daemon's memory (clone
- * without CLONE_VM), is non-dumpable and drops to the runner once the tool runs,
- * so the tool (same uid, no CAP_SYS_PTRACE) cannot read it.
+ * The clone child (CLONE_VM|CLONE_VFORK, on its own small stack): it shares
+ * the daemon's memory until the execve a few system calls later, and only moves
+ * the control socket to fd 0, closes everything else and execs the init. No
+ * copy of the daemon's memory is ever made. Not instrumented: the sanitizers'
+ * bookkeeping would run on a stack they do not know.
+ */
+__attribute__((no_sanitize("address", "undefined")))
+static int
+spawn_jail_exec(void *arg)
+{
+	static char *const argv[] = { "shimbridge-jail", NULL };
+	static char *const envp[] = { NULL };
+	const struct spawn_jailarg *a = arg;
+
+	if (dup2(a->ctl, 0) < 0 || dup3(spawn_init_fd, 1, O_CLOEXEC) < 0)
+		_exit(127);
+	spawn_closefrom(2);
+	syscall(SYS_execveat, 1, "", argv, envp, AT_EMPTY_PATH);
+	_exit(127);
+}
+
+/* Send one message with descriptors on the header; 0, or -1 and errno. */
+static int
+spawn_jail_send(int ctl, enum jailmsg_type type, const unsigned char *body, size_t len,
+    const int *fds, int nfds)
+{
+	unsigned char hdr[JAILMSG_HDR];
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int) * 4)];
+	} cm;
+	struct iovec iov[2] = { { hdr, sizeof hdr }, { (void *)body, len } };
+	struct msghdr mh;
+	struct cmsghdr *c;
+	size_t sent = 0, total = sizeof hdr + len;
+	ssize_t n;
+
+	jailmsg_put_header(hdr, type, (uint32_t)len);
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = iov;
+	mh.msg_iovlen = len > 0 ? 2 : 1;
+	if (nfds > 0) {
+		memset(&cm, 0, sizeof cm);
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+	}
+	do {
+		n = sendmsg(ctl, &mh, MSG_NOSIGNAL);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -1;
+	/* The rest of a long body (the socket buffer was full), without descriptors. */
+	for (sent = (size_t)n; sent < total; sent += (size_t)n) {
+		const unsigned char *p = sent < sizeof hdr ? hdr + sent : body + (sent - sizeof hdr);
+		size_t left = sent < sizeof hdr ? sizeof hdr - sent : total - sent;
+
+		do {
+			n = send(ctl, p, left, MSG_NOSIGNAL);
+		} while (n < 0 && errno == EINTR);
+		if (n <= 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Wait up to 30 s for the init's next message; returns its type, or -1 with
+ * *cause (an ERROR's text, EOF, a timeout).
  */
 static int
-spawn_jail_init(void *arg)
+spawn_jail_reply(int ctl, char **cause)
 {
-	const struct spawn_jailarg *a = arg;
-	const struct spawn_req *r = a->r;
-	struct sigaction sa;
-	sigset_t set;
-	const char *what;
-	pid_t tool, p, self;
-	int sig, st;
+	unsigned char hdr[JAILMSG_HDR];
+	char msg[512];
+	enum jailmsg_type type;
+	struct pollfd pfd = { ctl, POLLIN, 0 };
+	uint32_t len;
+	size_t got = 0;
+	ssize_t n;
 
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = SIG_DFL;
-	for (sig = 1; sig < NSIG; sig++)
-		(void)sigaction(sig, &sa, NULL);
-	sigemptyset(&set);
-	sigaddset(&set, SIGCHLD);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigprocmask(SIG_SETMASK, &set, NULL);
-	/* Its own process group, so the daemon's kill(-pid) reaches it. */
-	if (setsid() < 0)
-		spawn_child_fail(a->status, "jail: setsid");
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-		spawn_child_fail(a->status, "jail: non-dumpable");
-	/*
-	 * The daemon is outside our PID namespace (getppid() is 0 here), so the
-	 * race with its death is closed through the status pipe instead: once the
-	 * death signal is armed, a daemon already gone shows as no reader left.
-	 */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
-		spawn_child_fail(a->status, "jail: parent-death signal");
-	{
-		struct pollfd pfd = { a->status, POLLOUT, 0 };
-
-		if (poll(&pfd, 1, 0) < 0 || (pfd.revents & POLLERR) != 0)
-			_exit(127);
-	}
-	if ((what = jail_enter(r->jail)) != NULL) {
-		char msg[96];
-
-		snprintf(msg, sizeof msg, "jail: %s", what);
-		spawn_child_fail(a->status, msg);
-	}
-	/* vfork: we are suspended until the tool has exec'd or failed (and said why). */
-	self = getpid();	/* 1 */
-	if ((tool = vfork()) < 0)
-		spawn_child_fail(a->status, "jail: vfork");
-	if (tool == 0)
-		spawn_exec(r, a->pin, a->pout, a->perr, a->status, self);
-	/* The tool has exec'd: our copy of the daemon's environment goes first. */
-	if (spawn_env_lo != NULL)
-		explicit_bzero(spawn_env_lo, spawn_env_len);
-	if (setgroups(0, NULL) != 0 || setresgid(r->gid, r->gid, r->gid) != 0 ||
-	    setresuid(r->uid, r->uid, r->uid) != 0)
-		_exit(127);	/* takes the namespace, and the tool, with it */
-	/*
-	 * The uid change cleared the parent-death signal: arm it again, and check
-	 * once more (the daemon still holds the status pipe's read end) that the
-	 * daemon did not die in between.
-	 */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
-		_exit(127);
-	{
-		struct pollfd pfd = { a->status, POLLOUT, 0 };
-
-		if (poll(&pfd, 1, 0) < 0 || (pfd.revents & POLLERR) != 0)
-			_exit(127);
-	}
-	spawn_closefrom(0);
-	for (;;) {
-		if ((sig = sigwaitinfo(&set, NULL)) < 0)
-			continue;
-		if (sig != SIGCHLD) {
-			(void)kill(-tool, sig);
-			continue;
+	while (got < sizeof hdr + 0) {
+		if (poll(&pfd, 1, 30000) == 0) {
+			xasprintf(cause, "jail: the init did not answer");
+			return -1;
 		}
-		while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-			if (p != tool)
-				continue;
-			if (WIFSIGNALED(st))
-				_exit(128 + WTERMSIG(st));
-			_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
+		n = read(ctl, hdr + got, sizeof hdr - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			xasprintf(cause, "jail: the init ended before the tool started");
+			return -1;
+		}
+		got += (size_t)n;
+	}
+	if (jailmsg_get_header(hdr, &type, &len) != 0 ||
+	    (type != JAILMSG_READY && type != JAILMSG_EXEC && type != JAILMSG_ERROR) ||
+	    len >= sizeof msg) {
+		xasprintf(cause, "jail: a bad message from the init");
+		return -1;
+	}
+	for (got = 0; got < len; got += (size_t)n) {
+		if (poll(&pfd, 1, 30000) == 0 || (n = read(ctl, msg + got, len - got)) <= 0) {
+			xasprintf(cause, "jail: a short message from the init");
+			return -1;
 		}
 	}
+	if (type == JAILMSG_ERROR) {
+		msg[len] = '\0';
+		msg[strcspn(msg, "\n")] = '\0';
+		xasprintf(cause, "%s", len > 0 ? msg : "jail: failed");
+		return -1;
+	}
+	return (int)type;
+}
+
+/* The SETUP message's network mode for a jail, and the fd to send (or -1). */
+static enum jailmsg_net
+spawn_jail_net(const struct jail *j, int *fd)
+{
+	*fd = -1;
+	switch (j->netns_fd) {
+	case JAIL_NET_NEW:
+		return JAILMSG_NET_NEW;
+	case JAIL_NET_NEW_LO:
+		return JAILMSG_NET_NEW_LO;
+	case JAIL_NET_HOST:
+		return JAILMSG_NET_HOST;
+	default:
+		*fd = j->netns_fd;
+		return JAILMSG_NET_JOIN;
+	}
+}
+
+/* Start a jail's init in fresh namespaces and send it the jail to build. */
+int
+spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, int cgroup_fd,
+    struct spawn_jail *sj, char **cause)
+{
+	static char stack[16384] __attribute__((aligned(16)));
+	struct spawn_jailarg a;
+	struct jailmsg_setup s;
+	unsigned char *body = NULL;
+	size_t len, i;
+	int sv[2] = { -1, -1 }, nsfd;
+
+	sj->pid = -1;
+	sj->ctl = -1;
+	if (spawn_init_fd < 0) {
+		xasprintf(cause, "jail: no init program (shimbridge-jail)");
+		return -1;
+	}
+	memset(&s, 0, sizeof s);
+	s.uid = (uint32_t)uid;
+	s.gid = (uint32_t)gid;
+	s.net = spawn_jail_net(j, &nsfd);
+	s.root = j->root;
+	s.scratch = j->tmp != NULL ? j->tmp : "";
+	if (j->nbinds > JAILMSG_BINDS_MAX) {
+		xasprintf(cause, "jail: too many binds");
+		return -1;
+	}
+	for (i = 0; i < j->nbinds; i++) {
+		s.binds[i].path = j->binds[i].path;
+		s.binds[i].writable = j->binds[i].writable;
+	}
+	s.nbinds = j->nbinds;
+	if ((len = jailmsg_setup_size(&s)) == 0) {
+		xasprintf(cause, "jail: the jail's paths are too long");
+		return -1;
+	}
+	body = xmalloc(len);
+	(void)jailmsg_setup_encode(body, len, &s);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		xasprintf(cause, "jail: socketpair: %s", strerror(errno));
+		goto fail;
+	}
+	a.ctl = sv[1];
+	/*
+	 * clone with CLONE_VM|CLONE_VFORK: like vfork, the child borrows our memory
+	 * until it execs the init and we are suspended until then. The daemon is
+	 * single-threaded, so one static stack serves every clone. With cgroups
+	 * (bridge/cgroup.h) the child starts in its session's cgroup.
+	 */
+	sj->pid = cgroup_clone(spawn_jail_exec, stack + sizeof stack, CLONE_VM | CLONE_VFORK |
+	    jail_clone_flags(j) | SIGCHLD, &a, cgroup_fd);
+	if (sj->pid < 0) {
+		xasprintf(cause, "jail: clone: %s", strerror(errno));
+		goto fail;
+	}
+	close(sv[1]);
+	sv[1] = -1;
+	sj->ctl = sv[0];
+	sv[0] = -1;
+	if (spawn_jail_send(sj->ctl, JAILMSG_SETUP, body, len, &nsfd, nsfd >= 0 ? 1 : 0) != 0) {
+		xasprintf(cause, "jail: cannot reach the init: %s", strerror(errno));
+		spawn_jail_discard(sj);
+		goto fail;
+	}
+	free(body);
+	return 0;
+fail:
+	free(body);
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	return -1;
+}
+
+/* Kill an init that will not run a tool and let go of it (the reaper collects it). */
+void
+spawn_jail_discard(struct spawn_jail *sj)
+{
+	if (sj->pid > 0)
+		(void)kill(sj->pid, SIGKILL);
+	if (sj->ctl >= 0)
+		close(sj->ctl);
+	sj->pid = -1;
+	sj->ctl = -1;
+}
+
+/*
+ * Hand a started init the tool to run and the child's ends of its pipes; wait
+ * for READY and EXEC. The init is consumed: on success its pid stays in sj->pid,
+ * on failure it is killed and reaped. -1: it failed before READY (the jail was
+ * never built: nothing ran); -2: after (the tool could not be started).
+ */
+static int
+spawn_jail_run(struct spawn_jail *sj, const struct spawn_req *r, int pin, int pout,
+    int perr, char **cause)
+{
+	unsigned char *body = NULL;
+	size_t len;
+	int fds[4] = { pin, pout, perr, r->extra_fd }, nfds = r->extra_fd > 2 ? 4 : 3, rc = -1;
+	int step;
+
+	len = jailmsg_run_size(r->path, r->cwd != NULL ? r->cwd : "/", r->argv, r->envp);
+	if (len == 0) {
+		xasprintf(cause, "jail: the command is too large");
+		goto out;
+	}
+	/* The environment may hold secrets: guarded memory, wiped when freed. */
+	if ((body = sodium_malloc(len)) == NULL) {
+		xasprintf(cause, "jail: out of memory");
+		goto out;
+	}
+	(void)jailmsg_run_encode(body, len, (uint32_t)r->cpu_seconds, (uint32_t)nfds, r->path,
+	    r->cwd != NULL ? r->cwd : "/", r->argv, r->envp);
+	if (spawn_jail_send(sj->ctl, JAILMSG_RUN, body, len, fds, nfds) != 0) {
+		xasprintf(cause, "jail: cannot reach the init: %s", strerror(errno));
+		goto out;
+	}
+	if ((step = spawn_jail_reply(sj->ctl, cause)) != JAILMSG_READY)
+		goto out;
+	rc = -2;
+	if ((step = spawn_jail_reply(sj->ctl, cause)) != JAILMSG_EXEC)
+		goto out;
+	rc = 0;
+out:
+	if (body != NULL)
+		sodium_free(body);
+	close(sj->ctl);
+	sj->ctl = -1;
+	if (rc != 0) {
+		(void)kill(sj->pid, SIGKILL);
+		while (waitpid(sj->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		sj->pid = -1;
+	}
+	return rc;
 }
 
 /* Map a jail init's 128+N exit back to "killed by N". */
@@ -415,6 +647,70 @@ spawn_clone3(unsigned long long flags, int cgroup_fd)
 #endif
 }
 
+/* Run a request in a jail: a pre-built one if the spec brings it, else a fresh one. */
+static int
+spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
+{
+	struct spawn_jail fresh = { -1, -1 }, *sj = r->jail->warm;
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, i, rc = -1;
+	char *wcause = NULL;
+
+	if (r->cwd_fd >= 0) {
+		/* An fd from outside the jail would be a way out of it. */
+		xasprintf(cause, "a jailed child needs its cwd as a path");
+		goto out;
+	}
+	if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 ||
+	    pipe2(perr, O_CLOEXEC) != 0) {
+		xasprintf(cause, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	if (sj != NULL && sj->pid > 0) {
+		rc = spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &wcause);
+		if (rc == -2) {
+			xasprintf(cause, "cannot start the tool (%s)", wcause);
+			goto out;
+		}
+		/* A pre-built jail that broke before the tool: a fresh one decides. */
+	}
+	if (rc != 0) {
+		sj = &fresh;
+		if (spawn_jail_start(r->jail, r->uid, r->gid, r->cgroup_fd, sj, &wcause) != 0 ||
+		    spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &wcause) != 0) {
+			xasprintf(cause, "cannot start the tool (%s)", wcause);
+			rc = -1;
+			goto out;
+		}
+		rc = 0;
+	}
+	c->pid = sj->pid;
+	c->jailed = 1;
+	sj->pid = -1;
+	c->in = pin[1];
+	c->out = pout[0];
+	c->err = perr[0];
+	pin[1] = pout[0] = perr[0] = -1;
+	if (spawn_nonblock(c->in) != 0 || spawn_nonblock(c->out) != 0 ||
+	    spawn_nonblock(c->err) != 0) {
+		/* Cannot happen on a valid fd; the caller still owns and kills the child. */
+		xasprintf(cause, "fcntl: %s", strerror(errno));
+		rc = -1;
+	}
+out:
+	if (r->jail->warm != NULL)
+		spawn_jail_discard(r->jail->warm);
+	free(wcause);
+	for (i = 0; i < 2; i++) {
+		if (pin[i] >= 0)
+			close(pin[i]);
+		if (pout[i] >= 0)
+			close(pout[i]);
+		if (perr[i] >= 0)
+			close(perr[i]);
+	}
+	return rc;
+}
+
 /* Fork and exec; wait only for the exec to succeed or fail. */
 int
 spawn_child(const struct spawn_req *r, struct child *c, char **cause)
@@ -428,42 +724,14 @@ spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 	memset(c, 0, sizeof *c);
 	c->pid = -1;
 	c->in = c->out = c->err = -1;
+	if (r->jail != NULL)
+		return spawn_child_jailed(r, c, cause);
 	if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 ||
 	    pipe2(perr, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
 		xasprintf(cause, "pipe: %s", strerror(errno));
 		goto fail;
 	}
-	if (r->jail != NULL) {
-		struct spawn_jailarg ja = { r, pin[0], pout[1], perr[1], st[1] };
-
-		if (r->cwd_fd >= 0) {
-			/* An fd from outside the jail would be a way out of it. */
-			xasprintf(cause, "a jailed child needs its cwd as a path");
-			goto fail;
-		}
-		/*
-		 * clone without CLONE_VM: the init lives as long as the tool, so it
-		 * cannot borrow our memory the way a vfork child does until exec.
-		 */
-		/*
-		 * The raw system call with no new stack: the child goes on, like a
-		 * fork, on its copy of this stack (a separate static stack confuses
-		 * sanitizers' stack bookkeeping). It never returns from here.
-		 */
-		if (r->cgroup_fd > 2)
-			pid = spawn_clone3((unsigned long long)jail_clone_flags(r->jail),
-			    r->cgroup_fd);
-		else
-			pid = (pid_t)syscall(SYS_clone, (unsigned long)(jail_clone_flags(r->jail) |
-			    SIGCHLD), NULL, NULL, NULL, 0UL);
-		if (pid == 0)
-			_exit(spawn_jail_init(&ja));
-		if (pid < 0) {
-			xasprintf(cause, "clone: %s", strerror(errno));
-			goto fail;
-		}
-		c->jailed = 1;
-	} else {
+	{
 		/*
 		 * vfork: the child shares our memory until it execs, so the cost does
 		 * not grow with the daemon's size and we are suspended only until the

@@ -30,6 +30,8 @@ struct spawn_req {
 	 * status (128+N when a signal killed it; spawn_wait_status maps that back).
 	 * Its exit makes the kernel kill whatever else is left in the namespace. With
 	 * a jail cwd_fd must be -1: give cwd as a path visible inside the jail.
+	 * jail->warm, when set, is a pre-built jail of the same shape to use (and is
+	 * consumed either way); if it broke before the tool, a fresh one is made.
 	 */
 	const struct jail *jail;
 	/*
@@ -74,12 +76,31 @@ size_t		 envbuild_count(const struct envbuild *);
 void		 envbuild_free(struct envbuild *);
 
 /*
- * Remember the daemon's original environment area (the strings envp points at
- * when main starts, which /proc/PID/environ shows). A jail's init is a copy of
- * the daemon that never execs: it wipes that area before it becomes the runner,
- * since the environment may hold a secret (an "env" secret source).
+ * Jails (docs/JAIL.md). Each jail's init is the program shimbridge-jail, exec'd
+ * straight from a clone(CLONE_VM|CLONE_VFORK) child in the jail's new
+ * namespaces, so no copy of the daemon's memory exists in any jail.
  */
-void	 spawn_env_area(char **envp);
+struct spawn_jail {
+	pid_t	pid;		/* the init, a child of the daemon; -1: none */
+	int	ctl;		/* the daemon's end of its control socket */
+};
+
+/*
+ * Find and open shimbridge-jail at start: path, or with NULL next to the daemon
+ * or in ../libexec/shimbridge/ from it. Root-owned, writable by nobody else.
+ * 0, or -1 and *cause.
+ */
+int	 spawn_jail_find(const char *path, char **cause);
+/*
+ * Start an init for the jail j (its binds, network, scratch dir as tmp) that
+ * becomes uid:gid (in the cgroup of cgroup_fd when > 2, see spawn_req), and
+ * send it the jail to build. It does not wait: the init
+ * builds the jail and waits for the tool (spawn_child with j->warm). 0, or -1.
+ */
+int	 spawn_jail_start(const struct jail *j, uid_t, gid_t, int cgroup_fd,
+	    struct spawn_jail *, char **cause);
+/* Kill a started init that will run nothing; the SIGCHLD reaper collects it. */
+void	 spawn_jail_discard(struct spawn_jail *);
 /* A fresh private directory under parent, owned by uid:gid, mode 0700. */
 char	*spawn_scratch_create(const char *parent, uid_t, gid_t, char **cause);
 /* Remove a tree without following symlinks. */

@@ -7,6 +7,7 @@
 #   PREFIX/sbin/shimbridged                         the daemon (root, started by systemd/launchd)
 #   PREFIX/sbin/shimbridge                          the admin command line (root)
 #   PREFIX/libexec/shimbridge/shimbridge-git        git transport helper, run only by the daemon
+#   PREFIX/libexec/shimbridge/shimbridge-jail       the init of every per-call jail (docs/JAIL.md)
 #   PREFIX/libexec/shimbridge/shims/shimbridge-shim the static shim; gh,
 #                                                   git-remote-shimbridge and shimbridge
 #                                                   (the sandbox's `shimbridge list`) link to it
@@ -54,7 +55,8 @@ usage: sh installer/install.sh [--prefix P] [--destdir D] [--prebuilt DIR] [--un
        sh installer/install.sh --uninstall [--prefix P] [--destdir D] [--purge] [--dry-run]
   --prefix P      installation prefix (default /usr/local)
   --destdir D     stage into D (for packaging): no users, no service manager
-  --prebuilt DIR  where shimbridged, shimbridge, shimbridge-git and shim were built (default build)
+  --prebuilt DIR  where shimbridged, shimbridge, shimbridge-git, shimbridge-jail and shim were
+                  built (default build)
   --unitdir DIR   where the systemd units go (default: chosen from the prefix)
   --dry-run       print what would change, change nothing
   --no-users      do not create the shimbridge groups and the runner user
@@ -108,7 +110,7 @@ staging=0
 [ "$staging" = 1 ] && users=0
 uid=$(id -u)
 
-for b in shimbridged shimbridge shimbridge-git shim; do
+for b in shimbridged shimbridge shimbridge-git shimbridge-jail shim; do
 	if [ ! -f "$prebuilt/$b" ] || [ ! -x "$prebuilt/$b" ]; then
 		die "$prebuilt/$b is missing: run make first"
 	fi
@@ -363,6 +365,8 @@ put_dir "$sharedir" 0755 remember
 put_file "$prebuilt/shimbridged" "$sbindir/shimbridged" 0755
 put_file "$prebuilt/shimbridge" "$sbindir/shimbridge" 0755
 put_file "$prebuilt/shimbridge-git" "$libexecdir/shimbridge-git" 0755
+# The daemon finds it at ../libexec/shimbridge/ from its own directory (spawn_jail_find).
+put_file "$prebuilt/shimbridge-jail" "$libexecdir/shimbridge-jail" 0755
 put_file "$prebuilt/shim" "$shimdir/shimbridge-shim" 0755
 put_link shimbridge-shim "$shimdir/gh"
 put_link shimbridge-shim "$shimdir/git-remote-shimbridge"

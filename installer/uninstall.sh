@@ -89,6 +89,7 @@ else
 file $prefix/sbin/shimbridged
 file $prefix/sbin/shimbridge
 file $prefix/libexec/shimbridge/shimbridge-git
+file $prefix/libexec/shimbridge/shimbridge-jail
 file $prefix/libexec/shimbridge/shims/shimbridge-shim
 link $prefix/libexec/shimbridge/shims/gh
 link $prefix/libexec/shimbridge/shims/git-remote-shimbridge

@@ -120,6 +120,7 @@ teardown() {
 	# what install.sh makes: programs, accounts, directories with their modes
 	[ -x /usr/sbin/shimbridged ] && [ -x /usr/sbin/shimbridge ]
 	[ -x /usr/libexec/shimbridge/shimbridge-git ]
+	[ -x /usr/libexec/shimbridge/shimbridge-jail ]
 	[ "$(readlink /usr/libexec/shimbridge/shims/gh)" = shimbridge-shim ]
 	getent group shimbridge >/dev/null && getent group shimbridge-audit >/dev/null
 	id shimbridge-runner

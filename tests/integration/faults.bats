@@ -154,8 +154,9 @@ io_of() {
 	[ "$status" -eq 0 ]
 	[ "$output" = back ]
 	echo "# restart to first answer: $((t1 - t0)) ms" >&3
-	# ...and the restart removed it and killed what the old daemon left running.
-	[ -z "$(ls -A "$SB_DIR/state/run")" ]
+	# ...and the restart removed it and killed what the old daemon left running (the
+	# directories left are those of the jails built in advance, docs/JAIL.md).
+	[ -z "$(sb_scratch_leftovers "$SB_DIR/state/run" "$SB_RUNNER")" ]
 	sb_wait_for 1 sb_no_runner
 	if [ "$lingering" -gt 0 ]; then
 		grep -qE "killed [0-9]+ leftover process(es)? of the runner $SB_RUNNER" "$SB_DIR/log/daemon.log"
@@ -514,7 +515,9 @@ cg_require() {
 	wait "$bg" || rc=$?
 	echo "# tree: $n processes in $cg; exit $rc: $(cat "$T/tree.err")" >&3
 	[ "$rc" -eq 124 ]
-	sb_wait_for 3 eval '[ "$(cg_procs "$cg")" -eq 0 ]'
+	# Nothing of the call is left in the cgroup: only jails waiting in the pool for
+	# the session's next calls (docs/JAIL.md), each alone in its namespaces.
+	sb_wait_for 3 eval '[ "$(cg_procs "$cg")" -eq "$(grep -cxFf <(sb_pool_pids "$SB_RUNNER") "$cg/cgroup.procs")" ]'
 	sb_wait_for 3 sb_no_runner
 }
 

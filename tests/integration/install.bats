@@ -563,6 +563,7 @@ sbi_tmp() {
 	[ -x "$d/usr/local/sbin/shimbridged" ]
 	[ -x "$d/usr/local/sbin/shimbridge" ]
 	[ -x "$d/usr/local/libexec/shimbridge/shimbridge-git" ]
+	[ -x "$d/usr/local/libexec/shimbridge/shimbridge-jail" ]
 	[ "$(readlink "$d/usr/local/libexec/shimbridge/shims/gh")" = shimbridge-shim ]
 	[ "$(readlink "$d/usr/local/libexec/shimbridge/shims/git-remote-shimbridge")" = shimbridge-shim ]
 	[ "$(readlink "$d/usr/local/libexec/shimbridge/shims/shimbridge")" = shimbridge-shim ]

@@ -79,6 +79,16 @@ teardown_file() {
 	local rc=0 u
 	SB_PID=$(cat "$SB_DIR/daemon.pid" 2>/dev/null)
 	sb_stop || rc=$?
+	# The stop takes every jail waiting in the pool, and its directory, with it.
+	if ! sb_wait_for 5 eval '[ -z "$(pgrep -u "$RUN_A,$RUN_B,$SB_RUNNER")" ]'; then
+		echo "runner processes outlived the daemon:" >&2
+		ps -o pid,ppid,stat,user,args -u "$RUN_A,$RUN_B,$SB_RUNNER" >&2 || true
+		rc=1
+	fi
+	if [ -n "$(ls -A "$SB_DIR/state/run" 2>/dev/null)" ]; then
+		echo "scratch directories outlived the daemon: $(ls -A "$SB_DIR/state/run")" >&2
+		rc=1
+	fi
 	for u in "$SB_RUNNER" "$RUN_A" "$RUN_B"; do
 		pkill -KILL -u "$u" 2>/dev/null || true
 		userdel "$u" 2>/dev/null || true
@@ -101,7 +111,7 @@ setup() {
 
 # Whether no process of any of our runners is alive.
 no_runners() {
-	! pgrep -u "$RUN_A,$RUN_B,$SB_RUNNER" >/dev/null
+	[ -z "$(sb_runner_procs "$RUN_A,$RUN_B,$SB_RUNNER")" ]
 }
 
 # After every test: nothing of the runners left, the daemon alive.
@@ -298,4 +308,97 @@ Network is unreachable" ]
 	refute_user sb-sbtjx-run
 	refute_user sb-sbtjx
 	rm -rf "$d"
+}
+
+# The pool of pre-built jails (docs/JAIL.md, "The pool"): limits.jail_pool, default 2.
+
+# The number of jails waiting for the users in $1 is $2 (else show them).
+pool_is() {
+	[ "$(sb_pool_pids "$1" | wc -l)" -eq "$2" ] && return 0
+	ps -o pid,ppid,stat,user,args -u "$1" >"$BATS_TEST_TMPDIR/pool.ps" 2>&1
+	return 1
+}
+
+@test "pool: a waiting jail's init is the exec'd shimbridge-jail, as the runner, with an empty environment" {
+	run --separate-stderr as_t 30 sbt-alice nonet -c 'echo warm-up'
+	[ "$status" -eq 0 ]
+	sb_wait_for 5 eval "[ \$(sb_pool_pids $RUN_A | wc -l) -ge 2 ]"
+	local p exe
+	for p in $(sb_pool_pids "$RUN_A"); do
+		exe=$(readlink "/proc/$p/exe")
+		[ "$exe" = "$(readlink -f "$SB_BUILD/shimbridge-jail")" ]
+		# Nothing of the daemon: no environment, its own command line, no daemon maps.
+		[ "$(stat -c %s "/proc/$p/environ"; wc -c <"/proc/$p/environ")" = "0
+0" ]
+		[ "$(tr '\0' ' ' <"/proc/$p/cmdline")" = "shimbridge-jail " ]
+		run ! grep -E 'libsodium|libevent|libjansson|shimbridged' "/proc/$p/maps"
+		grep -q "^Uid:[[:space:]]$(id -u "$RUN_A")[[:space:]]$(id -u "$RUN_A")[[:space:]]" "/proc/$p/status"
+		# Its own PID namespace, not the daemon's.
+		[ "$(readlink "/proc/$p/ns/pid")" != "$(readlink /proc/self/ns/pid)" ]
+		[ "$(readlink "/proc/$p/ns/mnt")" != "$(readlink "/proc/$SB_PID/ns/mnt")" ]
+		# Closed to the runner (non-dumpable): the same uid cannot read its memory map.
+		run ! runuser -u "$RUN_A" -- cat "/proc/$p/maps"
+	done
+}
+
+@test "pool: every call gets a jail of its own from the pool, and the pool refills" {
+	local m=mk-pool-$RANDOM before tool init home1 home2
+	run --separate-stderr as_t 30 sbt-alice sh -c 'echo warm-up'
+	sb_wait_for 5 eval "[ \$(sb_pool_pids $RUN_A | wc -l) -ge 2 ]"
+	before=" $(sb_pool_pids "$RUN_A" | paste -sd' ') "
+	as_t 40 sbt-alice sh -c "echo \$HOME; sleep 30; : $m" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+	local bg=$!
+	sb_wait_for 5 eval "pgrep -u $RUN_A -f -- '$m' >/dev/null"
+	tool=$(pgrep -u "$RUN_A" -f -- "$m" | head -n 1)
+	init=$(ps -o ppid= -p "$tool" | tr -d ' ')
+	# The call's init was one of the waiting jails, and it is no longer waiting.
+	[[ $before == *" $init "* ]]
+	[[ " $(sb_pool_pids "$RUN_A" | paste -sd' ') " != *" $init "* ]]
+	home1=$(head -n 1 "$BATS_TEST_TMPDIR/out")
+	# A second call at the same time: another jail, another scratch dir; the first
+	# call's directory and processes are not there for it.
+	run --separate-stderr as_t 30 sbt-alice sh -c "echo \$HOME; ls -d '$home1' 2>&1;
+		ls /proc | grep -c '^[0-9]'; pgrep -a sleep; echo end"
+	[ "$status" -eq 0 ]
+	home2=${lines[0]}
+	[ "$home2" != "$home1" ]
+	[[ ${lines[1]} == *"No such file or directory"* ]]
+	[ "${lines[2]}" -le 5 ]
+	[ "${lines[-1]}" = end ]
+	[[ $output != *"sleep 30"* ]]
+	kill "$bg" 2>/dev/null || true
+	kill -KILL "$tool" 2>/dev/null || true
+	wait "$bg" 2>/dev/null || true
+	# Both calls' directories are gone once they end; the pool is full again, with
+	# neither call's init in it (a jail serves one call only).
+	sb_wait_for 5 eval "[ ! -e '$home1' ] && [ ! -e '$home2' ]"
+	sb_wait_for 5 eval "[ \$(sb_pool_pids $RUN_A | wc -l) -ge 2 ]"
+	[[ " $(sb_pool_pids "$RUN_A" | paste -sd' ') " != *" $init "* ]]
+}
+
+@test "pool: a reload that removes a session tears its waiting jails down; the rest rebuild" {
+	run --separate-stderr as_t 30 sbt-bob sh -c 'echo warm-up'
+	[ "$status" -eq 0 ]
+	sb_wait_for 5 pool_is "$RUN_B" 2 || { cat "$BATS_TEST_TMPDIR/pool.ps"; false; }
+	local old
+	old=$(sb_pool_pids "$RUN_B" | paste -sd' ')
+	mv "$SB_DIR/etc/sessions.d/bob.json" "$SB_DIR/bob.json.off"
+	sb_reload | grep -q '"ok":true'
+	# No process of bob's runner is left, and no scratch dir of his jails.
+	sb_wait_for 5 eval "[ -z \"\$(pgrep -u $RUN_B)\" ]"
+	for p in $old; do
+		run ! kill -0 "$p"
+	done
+	[ -z "$(find "$SB_DIR/state/run" -mindepth 1 -maxdepth 1 -user "$RUN_B")" ]
+	run --separate-stderr as_t 30 sbt-bob sh -c 'echo hi'
+	[ "$status" -ne 0 ]
+	# Put bob back; his calls work again with fresh jails, then pooled ones.
+	mv "$SB_DIR/bob.json.off" "$SB_DIR/etc/sessions.d/bob.json"
+	sb_reload | grep -q '"ok":true'
+	run --separate-stderr as_t 30 sbt-bob sh -c 'echo back'
+	[ "$status" -eq 0 ]
+	[ "$output" = back ]
+	sb_wait_for 5 pool_is "$RUN_B" 2 || { cat "$BATS_TEST_TMPDIR/pool.ps"; tail "$SB_DIR/log/daemon.log"; false; }
+	run --separate-stderr as_t 30 sbt-bob sh -c 'echo pooled'
+	[ "$output" = pooled ]
 }

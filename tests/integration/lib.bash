@@ -423,7 +423,15 @@ sb_audit_last() {
 
 # Count of open fds of the daemon.
 sb_daemon_fds() {
-	ls "/proc/$SB_PID/fd" | wc -l
+	local n parents w
+	n=$(ls "/proc/$SB_PID/fd" | wc -l)
+	# Less one control socket per jail waiting in the pool (docs/JAIL.md): the
+	# daemon's children that are a shimbridge-jail without a child of their own.
+	parents=" $(ps -e -o ppid= | tr -d ' ' | sort -u | paste -sd' ') "
+	w=$(ps --ppid "$SB_PID" -o pid=,stat=,comm= 2>/dev/null | awk -v parents="$parents" '
+		$2 !~ /^Z/ && $3 == "shimbridge-jail" && index(parents, " " $1 " ") == 0 { n++ }
+		END { print n + 0 }')
+	echo $((n - w))
 }
 
 # RSS of the daemon in KiB.
@@ -574,11 +582,45 @@ sb_wait_for() {
 	done
 }
 
-# Whether no live process of the runner user exists. Zombies count (a zombie of the
-# daemon is a reaping bug) except those of PID 1: a container's PID 1 may never reap
-# what a killed daemon left to it.
+# Processes of the users in $1 (comma-separated) that belong to a call: all of them
+# but the jails waiting in the daemon's pool (docs/JAIL.md), which are a live
+# shimbridge-jail with no child. Zombies count (a zombie of the daemon is a reaping
+# bug) except those of PID 1: a container's PID 1 may never reap what a killed
+# daemon left to it. One "pid stat ppid comm" line each.
+sb_runner_procs() {
+	local parents
+	parents=" $(ps -e -o ppid= | tr -d ' ' | sort -u | paste -sd' ') "
+	ps -u "$1" -o pid=,stat=,ppid=,comm= 2>/dev/null | awk -v parents="$parents" '
+		$2 ~ /^Z/ && $3 == 1 { next }
+		$2 !~ /^Z/ && $4 == "shimbridge-jail" && index(parents, " " $1 " ") == 0 { next }
+		{ print }'
+}
+
+# Whether no process of the runner user is left of any call.
 sb_no_runner() {
-	! ps -u "$SB_RUNNER" -o stat=,ppid= 2>/dev/null | awk '$1 !~ /^Z/ || $2 != 1 { found = 1 } END { exit !found }'
+	[ -z "$(sb_runner_procs "$SB_RUNNER")" ]
+}
+
+# Entries of the scratch parent $1 (state_dir/run) that no jail waiting in the pool
+# for the users in $2 holds (each waiting jail has its own scratch dir bound in).
+sb_scratch_leftovers() {
+	local held=" " p d
+	for p in $(sb_pool_pids "$2"); do
+		held+="$(awk '{print $5}' "/proc/$p/mountinfo" 2>/dev/null | tr '\n' ' ')"
+	done
+	for d in "$1"/* "$1"/.[!.]*; do
+		[ -e "$d" ] || continue
+		[[ $held == *" $d "* ]] || echo "$d"
+	done
+	return 0
+}
+
+# The jails waiting in the pool for the users in $1 (comma-separated): their pids.
+sb_pool_pids() {
+	local parents
+	parents=" $(ps -e -o ppid= | tr -d ' ' | sort -u | paste -sd' ') "
+	ps -u "$1" -o pid=,stat=,comm= 2>/dev/null | awk -v parents="$parents" '
+		$2 !~ /^Z/ && $3 == "shimbridge-jail" && index(parents, " " $1 " ") == 0 { print $1 }'
 }
 
 # Pids of USER's processes whose command line contains TEXT, oldest first.

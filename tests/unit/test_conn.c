@@ -36,6 +36,7 @@
 #include "proto.h"
 #include "server.h"
 #include "spawn.h"
+#include "zygote.h"
 
 #define SECRET_VALUE	"s3cr3t-value-for-test_conn"
 #define BOB_VALUE	"bobs-own-value-of-tok-4343"
@@ -119,6 +120,7 @@ setup(void **state)
 	srv.approve = approve_new();
 	if (asprintf(&srv.scratch_dir, "%s/run", dir) < 0 || mkdir(srv.scratch_dir, 0711) != 0)
 		return -1;
+	srv.zygote = zygote_new(srv.base, srv.scratch_dir);
 	return 0;
 }
 
@@ -129,6 +131,7 @@ teardown(void **state)
 	keyring_free(srv.keyring);
 	approve_free(srv.approve);
 	config_unref(srv.cfg);
+	zygote_free(srv.zygote);
 	event_base_free(srv.base);
 	free(srv.scratch_dir);
 	return spawn_rmtree(dir);

@@ -331,7 +331,7 @@ test_jail_view(void **state)
 {
 	struct jt t;
 	struct jail_bind b[1];
-	struct jail j = { NULL, -1, b, 1, NULL };
+	struct jail j = { NULL, -1, b, 1, NULL, NULL };
 	char script[2048], out[2048];
 	char *argv[] = { "sh", "-c", script, NULL };
 	int st;
@@ -375,7 +375,7 @@ static void
 test_jail_grandchild_dies(void **state)
 {
 	struct jt t;
-	struct jail j = { NULL, -1, NULL, 0, NULL };
+	struct jail j = { NULL, -1, NULL, 0, NULL, NULL };
 	char out[256], *argv[] = { "sh", "-c", "setsid sleep 987.5 >/dev/null 2>&1 & echo started", NULL };
 	struct dirent *de;
 	DIR *d;
@@ -411,7 +411,7 @@ static void
 test_jail_signals(void **state)
 {
 	struct jt t;
-	struct jail j = { NULL, -1, NULL, 0, NULL };
+	struct jail j = { NULL, -1, NULL, 0, NULL, NULL };
 	char *argv[] = { "sleep", "1000", NULL }, *envp[] = { NULL }, *cause = NULL;
 	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j, 0 };
 	struct child ch;
@@ -445,7 +445,7 @@ static void
 test_jail_dies_with_parent(void **state)
 {
 	struct jt t;
-	struct jail j = { NULL, JAIL_NET_HOST, NULL, 0, NULL };
+	struct jail j = { NULL, JAIL_NET_HOST, NULL, 0, NULL, NULL };
 	char *argv[] = { "sleep", "654.5", NULL }, *envp[] = { NULL }, *cause = NULL;
 	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j, 0 };
 	int p[2], status, i, alive = 1;
@@ -495,7 +495,7 @@ test_jail_failures(void **state)
 {
 	struct jt t;
 	struct jail_bind b[1];
-	struct jail j = { "/nonexistent/jailroot", -1, NULL, 0, NULL };
+	struct jail j = { "/nonexistent/jailroot", -1, NULL, 0, NULL, NULL };
 	char out[256], tool[128], *argv[] = { "tool", NULL }, *envp[] = { NULL }, *cause = NULL;
 	struct spawn_req r = { "/bin/true", argv, envp, 1, 1, 0, NULL, 10, 0, &j, 0 };
 	struct child ch;
@@ -541,7 +541,7 @@ static void
 test_jail_netns(void **state)
 {
 	struct jt t;
-	struct jail j = { NULL, -1, NULL, 0, NULL };
+	struct jail j = { NULL, -1, NULL, 0, NULL, NULL };
 	struct sockaddr_in sin;
 	char script[256], out[512], *cause = NULL;
 	char *argv[] = { "bash", "-c", script, NULL };
@@ -584,6 +584,107 @@ test_jail_netns(void **state)
 	close(a);
 	close(lfd);
 	close(nsfd);
+
+	/* A pre-built jail with its own netns: the listener goes inside it. */
+	{
+		struct spawn_jail warm;
+
+		j.netns_fd = JAIL_NET_NEW_LO;
+		assert_int_equal(spawn_jail_start(&j, 1, 1, 0, &warm, &cause), 0);
+		assert_int_equal(jail_netns_listen_in(warm.pid, &nsfd, &lfd, &port, &cause), 0);
+		j.netns_fd = nsfd;
+		j.warm = &warm;
+		snprintf(script, sizeof script, "echo hello-from-warm >/dev/tcp/127.0.0.1/%d", port);
+		st = jt_run("/bin/bash", argv, &j, out, sizeof out);
+		j.warm = NULL;
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		pfd.fd = lfd;
+		assert_int_equal(poll(&pfd, 1, 2000), 1);
+		a = accept(lfd, NULL, NULL);
+		assert_true(a >= 0);
+		memset(out, 0, sizeof out);
+		assert_true(read(a, out, sizeof out - 1) > 0);
+		assert_string_equal(out, "hello-from-warm\n");
+		close(a);
+		close(lfd);
+		close(nsfd);
+	}
+	jt_teardown(&t);
+}
+
+/*
+ * The init is the exec'd shimbridge-jail, not a copy of this process: its exe
+ * is that program, its environment and command line hold nothing of ours, and a
+ * pre-built jail (spawn_jail_start, then j.warm) runs the tool the same way.
+ */
+static void
+test_jail_init_is_exec(void **state)
+{
+	struct jt t;
+	struct jail j = { NULL, JAIL_NET_NEW, NULL, 0, NULL, NULL };
+	struct spawn_jail warm;
+	char *argv[] = { "sleep", "1000", NULL }, *envp[] = { "SECRETISH=xyz", NULL };
+	char *cause = NULL, path[64], exe[256], buf[256];
+	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j, 0 };
+	struct child ch;
+	ssize_t n;
+	int fd, status, round;
+
+	(void)state;
+	jt_setup(&t);
+	j.root = t.root;
+	for (round = 0; round < 2; round++) {
+		if (round == 1) {
+			/* Pre-built: started and waiting before the request exists. */
+			assert_int_equal(spawn_jail_start(&j, 1, 1, 0, &warm, &cause), 0);
+			j.warm = &warm;
+		}
+		assert_int_equal(spawn_child(&r, &ch, &cause), 0);
+		assert_true(ch.jailed);
+		j.warm = NULL;
+		snprintf(path, sizeof path, "/proc/%d/exe", (int)ch.pid);
+		n = readlink(path, exe, sizeof exe - 1);
+		assert_true(n > 0);
+		exe[n] = '\0';
+		assert_non_null(strstr(exe, "/shimbridge-jail"));
+		snprintf(path, sizeof path, "/proc/%d/environ", (int)ch.pid);
+		assert_true((fd = open(path, O_RDONLY)) >= 0);
+		assert_int_equal(read(fd, buf, sizeof buf), 0);
+		close(fd);
+		snprintf(path, sizeof path, "/proc/%d/cmdline", (int)ch.pid);
+		assert_true((fd = open(path, O_RDONLY)) >= 0);
+		n = read(fd, buf, sizeof buf);
+		close(fd);
+		assert_int_equal(n, 16);
+		assert_memory_equal(buf, "shimbridge-jail", 16);
+		/* It runs as the runner already. */
+		snprintf(path, sizeof path, "/proc/%d/status", (int)ch.pid);
+		assert_true((fd = open(path, O_RDONLY)) >= 0);
+		{
+			char st[4096] = "";
+
+			assert_true(read(fd, st, sizeof st - 1) > 0);
+			assert_non_null(strstr(st, "\nUid:\t1\t1\t1\t1\n"));
+		}
+		close(fd);
+		assert_int_equal(kill(ch.pid, SIGKILL), 0);
+		assert_int_equal(waitpid(ch.pid, &status, 0), ch.pid);
+		close(ch.in);
+		close(ch.out);
+		close(ch.err);
+	}
+	/* A pre-built jail that died is replaced by a fresh one for the request. */
+	assert_int_equal(spawn_jail_start(&j, 1, 1, 0, &warm, &cause), 0);
+	assert_int_equal(kill(warm.pid, SIGKILL), 0);
+	assert_int_equal(waitpid(warm.pid, &status, 0), warm.pid);
+	j.warm = &warm;
+	assert_int_equal(spawn_child(&r, &ch, &cause), 0);
+	assert_int_equal(warm.ctl, -1);
+	assert_int_equal(kill(ch.pid, SIGKILL), 0);
+	assert_int_equal(waitpid(ch.pid, &status, 0), ch.pid);
+	close(ch.in);
+	close(ch.out);
+	close(ch.err);
 	jt_teardown(&t);
 }
 
@@ -604,9 +705,17 @@ main(void)
 		cmocka_unit_test(test_jail_dies_with_parent),
 		cmocka_unit_test(test_jail_failures),
 		cmocka_unit_test(test_jail_netns),
+		cmocka_unit_test(test_jail_init_is_exec),
 	};
+
+	char *cause = NULL;
 
 	if (sodium_init() < 0)
 		return 1;
+	/* The jail's init, built by make next to the daemon; tests run from the top. */
+	if (spawn_jail_find("build/shimbridge-jail", &cause) != 0) {
+		fprintf(stderr, "%s\n", cause);
+		return 1;
+	}
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,98 @@
+/*
+ * The control messages between the daemon and a jail's init (shimbridge-jail),
+ * over a SOCK_STREAM socketpair that is the init's fd 0. See docs/JAIL.md.
+ *
+ * Each message is an 8-byte header (type and body length, both 32-bit little
+ * endian) and a body of 32-bit little-endian integers and NUL-terminated strings:
+ *
+ *   SETUP  daemon -> init  uid gid net nbinds | root scratch {writable path}*nbinds
+ *                          (net JAILMSG_NET_JOIN: the netns fd rides on the header)
+ *   READY  init -> daemon  (empty) the jail is built, the init is the runner
+ *   RUN    daemon -> init  cpu_seconds nfds argc envc | path cwd argv*argc env*envc
+ *                          (nfds 3 or 4 fds ride on the header: stdin, stdout,
+ *                          stderr and the optional fd 3)
+ *   EXEC   init -> daemon  (empty) the tool has exec'd
+ *   ERROR  init -> daemon  message: the step that failed and why
+ *
+ * The init trusts only the daemon, but parses defensively: every count, length and
+ * terminator is checked, and a bad message makes it exit (the call fails).
+ */
+#ifndef SHIMBRIDGE_JAILMSG_H
+#define SHIMBRIDGE_JAILMSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define JAILMSG_HDR		8
+#define JAILMSG_MAX		(1024 * 1024)	/* body bytes */
+#define JAILMSG_BINDS_MAX	16
+#define JAILMSG_ARGS_MAX	2048
+#define JAILMSG_ENV_MAX		512
+
+enum jailmsg_type {
+	JAILMSG_SETUP = 'S',
+	JAILMSG_READY = 'K',
+	JAILMSG_RUN = 'R',
+	JAILMSG_EXEC = 'X',
+	JAILMSG_ERROR = 'E',
+};
+
+enum jailmsg_net {
+	JAILMSG_NET_HOST = 0,	/* keep the daemon's network namespace */
+	JAILMSG_NET_NEW = 1,	/* a new one (made by clone): lo stays down */
+	JAILMSG_NET_NEW_LO = 2,	/* a new one with lo up (the daemon listens inside) */
+	JAILMSG_NET_JOIN = 3,	/* join the namespace whose fd came with the message */
+};
+
+struct jailmsg_bind {
+	const char	*path;
+	int		 writable;
+};
+
+/* A decoded SETUP; strings point into the body. */
+struct jailmsg_setup {
+	uint32_t		 uid, gid;
+	enum jailmsg_net	 net;
+	const char		*root;		/* the mount point of the new root */
+	const char		*scratch;	/* "" for none: HOME, TMPDIR, /tmp */
+	size_t			 nbinds;
+	struct jailmsg_bind	 binds[JAILMSG_BINDS_MAX];
+};
+
+/* A decoded RUN; strings point into the body, the arrays are the caller's to free. */
+struct jailmsg_run {
+	uint32_t	  cpu_seconds;
+	uint32_t	  nfds;		/* 3, or 4 with the tool's fd 3 */
+	const char	 *path;		/* absolute */
+	const char	 *cwd;		/* absolute, inside the jail */
+	char		**argv;		/* NULL-terminated */
+	char		**envp;		/* NULL-terminated */
+};
+
+/* Header: fill / read. jailmsg_get_header returns -1 for an unknown type or a body too large. */
+void	jailmsg_put_header(unsigned char *hdr, enum jailmsg_type, uint32_t len);
+int	jailmsg_get_header(const unsigned char *hdr, enum jailmsg_type *, uint32_t *len);
+
+/*
+ * Encoding into a buffer the caller sized with the matching _size function
+ * (the daemon allocates it in guarded memory: a RUN carries the tool's secrets).
+ * Both return the body length, or 0 if the message would break a limit.
+ */
+size_t	jailmsg_setup_size(const struct jailmsg_setup *);
+size_t	jailmsg_setup_encode(unsigned char *, size_t, const struct jailmsg_setup *);
+size_t	jailmsg_run_size(const char *path, const char *cwd, char *const *argv,
+	    char *const *envp);
+size_t	jailmsg_run_encode(unsigned char *, size_t, uint32_t cpu_seconds, uint32_t nfds,
+	    const char *path, const char *cwd, char *const *argv, char *const *envp);
+
+/*
+ * Decoding of a whole body (len bytes, not NUL-terminated). 0, or -1 with *why.
+ * jailmsg_run_decode allocates argv and envp (malloc): jailmsg_run_free releases them.
+ */
+int	jailmsg_setup_decode(const unsigned char *, size_t, struct jailmsg_setup *,
+	    const char **why);
+int	jailmsg_run_decode(const unsigned char *, size_t, struct jailmsg_run *,
+	    const char **why);
+void	jailmsg_run_free(struct jailmsg_run *);
+
+#endif

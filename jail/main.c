@@ -1,0 +1,378 @@
+/*
+ * shimbridge-jail: the init of one per-call jail (docs/JAIL.md). The daemon
+ * starts it with clone(2) in fresh PID, mount, IPC, UTS (and network)
+ * namespaces and execs it at once, with an empty environment and the control
+ * socket as fd 0 (common/jailmsg.h). It builds the jail's filesystem from the
+ * SETUP message, becomes the runner, reports READY, then waits (possibly long:
+ * pre-built jails wait in a pool) for one RUN: it starts that one tool as
+ * PID 2, reports EXEC once the tool has exec'd, and from then on only reaps and
+ * forwards SIGTERM, SIGINT and SIGHUP to the tool's process group. It exits with
+ * the tool's status (128+N for a death by signal N), which ends the namespace.
+ * Any error ends it too: one jail serves one call, and nothing is retried here.
+ */
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hygiene.h"
+#include "jail.h"
+#include "jailmsg.h"
+
+#define CTL	0	/* the control socket */
+
+/* Send one message on the control socket (best effort: the daemon may be gone). */
+static void
+jailinit_send(enum jailmsg_type type, const char *body)
+{
+	unsigned char hdr[JAILMSG_HDR];
+	size_t len = body != NULL ? strlen(body) + 1 : 0;
+	struct iovec iov[2] = { { hdr, sizeof hdr }, { (void *)body, len } };
+
+	jailmsg_put_header(hdr, type, (uint32_t)len);
+	(void)!writev(CTL, iov, body != NULL ? 2 : 1);
+}
+
+/* Report a failed step with errno to the daemon, then end the jail. */
+static void __attribute__((noreturn))
+jailinit_fail(const char *what)
+{
+	char msg[256];
+
+	snprintf(msg, sizeof msg, "jail: %s: %s", what, strerror(errno));
+	jailinit_send(JAILMSG_ERROR, msg);
+	_exit(127);
+}
+
+/*
+ * Read one whole message: the header (with up to maxfds descriptors, received
+ * close-on-exec) and the body into a fresh buffer. EOF before a header means the
+ * daemon let go of us (pool teardown, or it died): exit quietly.
+ */
+static unsigned char *
+jailinit_recv(enum jailmsg_type want, uint32_t *len, int *fds, int nfds)
+{
+	unsigned char hdr[JAILMSG_HDR], *body;
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int) * 4)];
+	} cm;
+	struct iovec iov = { hdr, sizeof hdr };
+	struct msghdr mh;
+	struct cmsghdr *c;
+	enum jailmsg_type type;
+	size_t got = 0, i, n;
+	ssize_t r;
+	int k;
+
+	for (k = 0; k < nfds; k++)
+		fds[k] = -1;
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cm.buf;
+	mh.msg_controllen = sizeof cm.buf;
+	do {
+		r = recvmsg(CTL, &mh, MSG_CMSG_CLOEXEC);
+	} while (r < 0 && errno == EINTR);
+	if (r == 0)
+		_exit(0);
+	if (r < 0)
+		jailinit_fail("read from the daemon");
+	if (mh.msg_flags & MSG_CTRUNC) {
+		errno = EMSGSIZE;
+		jailinit_fail("too many descriptors from the daemon");
+	}
+	/* Every descriptor that came is either expected and kept, or an error. */
+	k = 0;
+	for (c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+			if (k == nfds) {
+				errno = EPROTO;
+				jailinit_fail("unexpected descriptors from the daemon");
+			}
+			fds[k++] = fd;
+		}
+	}
+	got = (size_t)r;
+	while (got < sizeof hdr) {
+		r = read(CTL, hdr + got, sizeof hdr - got);
+		if (r <= 0) {
+			errno = r == 0 ? EPROTO : errno;
+			jailinit_fail("short header from the daemon");
+		}
+		got += (size_t)r;
+	}
+	if (jailmsg_get_header(hdr, &type, len) != 0 || type != want) {
+		errno = EPROTO;
+		jailinit_fail("unexpected message from the daemon");
+	}
+	if ((body = malloc(*len + 1)) == NULL)
+		jailinit_fail("memory");
+	for (got = 0; got < *len; got += (size_t)r) {
+		r = read(CTL, body + got, *len - got);
+		if (r < 0 && errno == EINTR) {
+			r = 0;
+			continue;
+		}
+		if (r <= 0) {
+			errno = r == 0 ? EPROTO : errno;
+			jailinit_fail("short message from the daemon");
+		}
+	}
+	return body;
+}
+
+/* Set a limit to want, or to the hard limit if that is lower (we can only lower). */
+static int
+jailinit_limit(int resource, rlim_t cur, rlim_t max)
+{
+	struct rlimit rl;
+
+	if (getrlimit(resource, &rl) == 0 && rl.rlim_max != RLIM_INFINITY) {
+		if (max > rl.rlim_max)
+			max = rl.rlim_max;
+		if (cur > max)
+			cur = max;
+	}
+	rl.rlim_cur = cur;
+	rl.rlim_max = max;
+	return setrlimit(resource, &rl);
+}
+
+/* In the tool's process: report a failure to the init through the status pipe. */
+static void __attribute__((noreturn))
+jailinit_tool_fail(int status, const char *what)
+{
+	char msg[200];
+	int e = errno;
+
+	snprintf(msg, sizeof msg, "%s: %s", what, strerror(e));
+	(void)!write(status, msg, strlen(msg));
+	_exit(127);
+}
+
+/*
+ * In the tool's process (a vfork child of the init, already the runner): the
+ * descriptors in place, nothing else open, limits, cwd, then exec.
+ */
+static void __attribute__((noreturn))
+jailinit_tool(const struct jailmsg_run *m, const int *fds, int status)
+{
+	sigset_t set;
+	int hi[5], i, n = (int)m->nfds;
+
+	/* Every disposition is the default already (main): only the mask is ours. */
+	sigemptyset(&set);
+	sigprocmask(SIG_SETMASK, &set, NULL);
+	if (setsid() < 0)
+		jailinit_tool_fail(status, "setsid");
+	/* Move everything above the target range first, so no dup2 clobbers a source. */
+	for (i = 0; i < n; i++) {
+		if ((hi[i] = fcntl(fds[i], F_DUPFD, 16)) < 0)
+			jailinit_tool_fail(status, "dup");
+	}
+	if ((hi[n] = fcntl(status, F_DUPFD_CLOEXEC, 16)) < 0)
+		_exit(127);
+	for (i = 0; i < n; i++) {
+		if (dup2(hi[i], i) < 0)
+			jailinit_tool_fail(hi[n], "dup2");
+	}
+	if (dup3(hi[n], n, O_CLOEXEC) < 0)
+		_exit(127);
+	status = n;
+	hygiene_closefrom(status + 1);
+
+	if (jailinit_limit(RLIMIT_CORE, 0, 0) != 0)
+		jailinit_tool_fail(status, "setrlimit core");
+	if (jailinit_limit(RLIMIT_CPU, m->cpu_seconds, (rlim_t)m->cpu_seconds + 5) != 0)
+		jailinit_tool_fail(status, "setrlimit cpu");
+	if (jailinit_limit(RLIMIT_AS, (rlim_t)8 << 30, (rlim_t)8 << 30) != 0)	/* 8 GiB */
+		jailinit_tool_fail(status, "setrlimit as");
+	if (jailinit_limit(RLIMIT_FSIZE, (rlim_t)4 << 30, (rlim_t)4 << 30) != 0)
+		jailinit_tool_fail(status, "setrlimit fsize");
+	if (jailinit_limit(RLIMIT_NOFILE, 1024, 1024) != 0)
+		jailinit_tool_fail(status, "setrlimit nofile");
+	if (jailinit_limit(RLIMIT_NPROC, 8192, 8192) != 0)
+		jailinit_tool_fail(status, "setrlimit nproc");
+	if (chdir(m->cwd) != 0)
+		jailinit_tool_fail(status, "chdir");
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		jailinit_tool_fail(status, "parent-death signal");
+	umask(077);
+	execve(m->path, m->argv, m->envp);
+	jailinit_tool_fail(status, m->path);
+}
+
+/* Build the jail from a SETUP, then become the runner. */
+static void
+jailinit_setup(void)
+{
+	struct jailmsg_setup s;
+	struct jail_bind binds[JAILMSG_BINDS_MAX];
+	struct jail j;
+	const char *why, *what;
+	unsigned char *body;
+	uint32_t len;
+	size_t i;
+	int nsfd;
+
+	body = jailinit_recv(JAILMSG_SETUP, &len, &nsfd, 1);
+	if (jailmsg_setup_decode(body, len, &s, &why) != 0) {
+		errno = EPROTO;
+		jailinit_fail(why);
+	}
+	if ((s.net == JAILMSG_NET_JOIN) != (nsfd >= 0)) {
+		errno = EPROTO;
+		jailinit_fail("network namespace descriptor");
+	}
+	memset(&j, 0, sizeof j);
+	j.root = s.root;
+	j.netns_fd = s.net == JAILMSG_NET_JOIN ? nsfd : JAIL_NET_HOST;
+	j.tmp = s.scratch[0] != '\0' ? s.scratch : NULL;
+	for (i = 0; i < s.nbinds; i++) {
+		binds[i].path = s.binds[i].path;
+		binds[i].writable = s.binds[i].writable;
+	}
+	j.binds = binds;
+	j.nbinds = s.nbinds;
+	if (s.net == JAILMSG_NET_NEW_LO && jail_lo_up() != 0)
+		jailinit_fail("bring loopback up");
+	if ((what = jail_enter(&j)) != NULL)
+		jailinit_fail(what);
+	if (nsfd >= 0)
+		close(nsfd);
+	if ((what = hygiene_drop_privileges((uid_t)s.uid, (gid_t)s.gid, NULL)) != NULL)
+		jailinit_fail(what);
+	/* The uid change reset these: no ptrace by the tool, die with the daemon. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		jailinit_fail("no_new_privs");
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		jailinit_fail("non-dumpable");
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		jailinit_fail("parent-death signal");
+	free(body);
+}
+
+/* Start the one tool; returns its pid once it has exec'd (else the jail ends). */
+static pid_t
+jailinit_run(void)
+{
+	struct jailmsg_run m;
+	unsigned char *body;
+	const char *why;
+	char msg[200];
+	uint32_t len;
+	ssize_t n;
+	pid_t tool;
+	int fds[4], st[2], i;
+
+	body = jailinit_recv(JAILMSG_RUN, &len, fds, 4);
+	if (jailmsg_run_decode(body, len, &m, &why) != 0) {
+		errno = EPROTO;
+		jailinit_fail(why);
+	}
+	for (i = 0; i < 4; i++) {
+		if ((i < (int)m.nfds) != (fds[i] >= 0)) {
+			errno = EPROTO;
+			jailinit_fail("descriptors of the tool");
+		}
+	}
+	if (pipe2(st, O_CLOEXEC) != 0)
+		jailinit_fail("pipe");
+	/* vfork: we are suspended until the tool has exec'd or failed (and said why). */
+	if ((tool = vfork()) < 0)
+		jailinit_fail("vfork");
+	if (tool == 0)
+		jailinit_tool(&m, fds, st[1]);
+	close(st[1]);
+	/* The tool's environment (its secrets) leaves our memory now that it has its own. */
+	explicit_bzero(body, len);
+	free(body);
+	jailmsg_run_free(&m);
+	for (i = 0; i < 4; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+	}
+	do {
+		n = read(st[0], msg, sizeof msg - 1);
+	} while (n < 0 && errno == EINTR);
+	close(st[0]);
+	if (n > 0) {
+		msg[n] = '\0';
+		jailinit_send(JAILMSG_ERROR, msg);
+		_exit(127);	/* the tool is gone: it wrote, then _exit */
+	}
+	jailinit_send(JAILMSG_EXEC, NULL);
+	return tool;
+}
+
+/* PID 1 of the jail. */
+int
+main(int argc, char **argv)
+{
+	struct sigaction sa;
+	sigset_t set;
+	pid_t tool, p;
+	int sig, st;
+
+	(void)argc;
+	(void)argv;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	for (sig = 1; sig < NSIG; sig++)
+		(void)sigaction(sig, &sa, NULL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_SETMASK, &set, NULL);
+	/* Its own process group, so the daemon's kill(-pid) reaches it. */
+	if (setsid() < 0)
+		jailinit_fail("setsid");
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		jailinit_fail("non-dumpable");
+	/*
+	 * The daemon is outside our PID namespace, so getppid() says nothing: a
+	 * daemon that died before this shows as EOF on the control socket instead.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		jailinit_fail("parent-death signal");
+	jailinit_setup();
+	jailinit_send(JAILMSG_READY, NULL);
+	tool = jailinit_run();
+	hygiene_closefrom(0);
+	for (;;) {
+		if ((sig = sigwaitinfo(&set, NULL)) < 0)
+			continue;
+		if (sig != SIGCHLD) {
+			(void)kill(-tool, sig);
+			continue;
+		}
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+			if (p != tool)
+				continue;
+			if (WIFSIGNALED(st))
+				_exit(128 + WTERMSIG(st));
+			_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
+		}
+	}
+}
