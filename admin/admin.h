@@ -111,6 +111,13 @@ const char *adm_default_shim_dir(void);
 int	 ctl_status(const char *socket, json_t **out, char **cause);
 /* SIGHUP the daemon and wait for its verdict; prints what happened. ADM_* code. */
 int	 ctl_reload(const struct admin *, int quiet_if_down);
+/*
+ * The GitHub App tokens in a status: an array of {"name", "source": "github_app",
+ * "session", "fingerprint", "repositories", "permissions", "expires_at",
+ * "last_refresh", "last_result", "minting"} (never a token); and one line each.
+ */
+json_t	*ctl_app_tokens(json_t *status);
+void	 ctl_print_app_tokens(json_t *status, const char *indent);
 int	 ctl_cmd_status(struct admin *, int argc, char **argv);
 int	 ctl_cmd_reload(struct admin *, int argc, char **argv);
 
