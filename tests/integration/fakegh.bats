@@ -27,6 +27,7 @@ setup_file() {
 		--app-installation 678:octo-app --app-installation 679:other-org:x,y \
 		--app-token-ttl 600 --app-state "$FAKEGH_DIR/app-state.json" \
 		--app-fail-file "$FAKEGH_DIR/mint-fails" \
+		--app-reveal-tokens "$FAKEGH_DIR/revealed" \
 		</dev/null >"$FAKEGH_DIR/server.out" 2>"$FAKEGH_DIR/server.err"
 	echo $! >"$FAKEGH_DIR/pid"
 	local _
@@ -407,6 +408,9 @@ push() {
 	jq -e --arg k "$(printf %s "$TOKEN" | sha256sum | cut -d' ' -f1)" --arg fp "$(fp "$TOKEN")" \
 		'.tokens[$k].fp == $fp and .tokens[$k].revoked == false' "$state"
 	! grep -rqF "$TOKEN" "$FAKEGH_DIR/requests.log" "$state" "$FAKEGH_DIR/git/requests.log" || false
+	# Only --app-reveal-tokens has it (root-only), with its fingerprint.
+	[ "$(stat -c %a "$FAKEGH_DIR/revealed")" = 600 ]
+	[ "$(jq -r --arg fp "$(fp "$TOKEN")" 'select(.fp == $fp) | .token' "$FAKEGH_DIR/revealed")" = "$TOKEN" ]
 	# Every mint is a new token; an iss given as a string works too.
 	local first=$TOKEN
 	code=$(call POST /api/v3/app/installations/678/access_tokens "Bearer $(jwt "" '"12345"')" \
