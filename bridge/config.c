@@ -23,6 +23,7 @@
 #include <sodium.h>
 
 #include "config.h"
+#include "ghapp.h"
 #include "profile.h"
 #include "proto.h"
 #include "keyring.h"
@@ -1169,6 +1170,16 @@ config_crosscheck(struct loader *l, struct config *c)
 	}
 	config_warn_shared_runner(c);
 	l->file = c->path;
+	{
+		char *why = NULL;
+
+		if (ghapp_config_check(c, &why) != 0) {
+			int rc = lerr(l, "secrets", "%s", why);
+
+			free(why);
+			return rc;
+		}
+	}
 	return 0;
 }
 
