@@ -161,6 +161,18 @@ int	 users_run_as(const struct users_id *, int (*fn)(void *), void *arg);
 int	 users_exec(const struct users_id *, const char *dir, const char *file,
 	    char *const argv[], char *const envp[]);
 
+/* appcheck.c: shimbridge check of GitHub App sources (libcurl). */
+struct config;
+struct keyring;
+typedef void (*appcheck_say_fn)(const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/*
+ * For every github_app source: sign the JWT, mint a throw-away token for the first
+ * session using it and revoke it; one finding each through say ("ok", "warning",
+ * "FAIL"). kr holds the loaded private keys.
+ */
+void	 appcheck_run(const struct config *, struct keyring *, appcheck_say_fn say);
+
 /* probe.c: one authenticated GET for shimbridge check (libcurl). */
 struct probe_result {
 	int	 status;	/* HTTP status; 0 when there was no answer */
