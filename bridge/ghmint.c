@@ -288,6 +288,7 @@ ghmint_minted(struct ghmint *m, int code, const unsigned char *body, size_t len)
 		msg = ghapp_error_message(body, len);
 		xasprintf(&cause, "GitHub answered HTTP %d%s%s%s", code, msg != NULL ? " (" : "",
 		    msg != NULL ? msg : "", msg != NULL ? ")" : "");
+		free(msg);
 		if (code == 401)
 			xasprintf(&msg, "%s: the app's JWT was refused; check app_id and the "
 			    "private key", cause);
