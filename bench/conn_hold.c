@@ -45,8 +45,9 @@ read_full(int fd, void *buf, size_t len)
 int
 main(int argc, char **argv)
 {
-	static const char hello[] = "{\"proto\":1,\"client\":\"conn_hold\"}";
+	char hello[64];
 	unsigned char hdr[FRAME_HDR], frame[FRAME_HDR + sizeof hello];
+	size_t hlen;
 	struct sockaddr_un sun;
 	struct rlimit rl;
 	const char *user = NULL, *cause;
@@ -93,8 +94,10 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
-	frame_put_header(frame, FRAME_HELLO, (uint32_t)(sizeof hello - 1));
-	memcpy(frame + FRAME_HDR, hello, sizeof hello - 1);
+	hlen = (size_t)snprintf(hello, sizeof hello, "{\"proto\":%d,\"client\":\"conn_hold\"}",
+	    PROTO_VERSION);
+	frame_put_header(frame, FRAME_HELLO, (uint32_t)hlen);
+	memcpy(frame + FRAME_HDR, hello, hlen);
 	if ((fds = calloc((size_t)n, sizeof *fds)) == NULL)
 		return 1;
 	for (i = 0; i < n; i++) {
@@ -103,8 +106,7 @@ main(int argc, char **argv)
 			fprintf(stderr, "conn_hold: connection %d: %s\n", i, strerror(errno));
 			return 1;
 		}
-		if (write(fds[i], frame, FRAME_HDR + sizeof hello - 1) !=
-		    (ssize_t)(FRAME_HDR + sizeof hello - 1)) {
+		if (write(fds[i], frame, FRAME_HDR + hlen) != (ssize_t)(FRAME_HDR + hlen)) {
 			fprintf(stderr, "conn_hold: HELLO %d: %s\n", i, strerror(errno));
 			return 1;
 		}

@@ -13,7 +13,8 @@
  * through a pipe to the end, counting the bytes, and the line also has
  *	bytes_in=... bytes_out=... median_mbps=... (MB = 10^6 bytes, per median run)
  * and always median_cpu_us=..., the child's own user+system time (wait4), which for
- * the shim is the client side's whole cost.
+ * the shim is the client side's whole cost, and self_cpu_us=..., the harness's own
+ * CPU per run (with -b: what feeding and draining the pipes cost).
  * With -u USER the harness drops to USER (groups, gid, uid) before the first run.
  * stderr of the child is /dev/null unless -E is given. -r FILE appends every timed
  * run's microseconds to FILE, one per line (bench/run takes medians across calls). Any run that exits non-zero,
@@ -310,6 +311,15 @@ main(int argc, char **argv)
 	printf("runs=%d median_us=%.1f p10_us=%.1f p90_us=%.1f min_us=%.1f mean_us=%.1f",
 	    n, t[n / 2], t[n / 10], t[(n * 9) / 10], t[0], sum / n);
 	printf(" median_cpu_us=%.1f", cpu[n / 2]);
+	{
+		struct rusage self;
+
+		/* The harness's own CPU per timed run (warm-ups included in the total). */
+		if (getrusage(RUSAGE_SELF, &self) == 0)
+			printf(" self_cpu_us=%.1f", ((double)(self.ru_utime.tv_sec +
+			    self.ru_stime.tv_sec) * 1e6 + (double)(self.ru_utime.tv_usec +
+			    self.ru_stime.tv_usec)) / (n + warm));
+	}
 	if (bytes > 0)
 		printf(" bytes_in=%llu bytes_out=%llu median_mbps=%.1f", bytes,
 		    (unsigned long long)got, (double)bytes / t[n / 2]);

@@ -402,8 +402,10 @@ parse_tool(struct loader *l, const char *name, json_t *obj, struct tool *t)
 	if (get_str(l, obj, where, "profile", &s) != 0)
 		goto out;
 	t->profile = s == NULL ? profile_generic() : profile_find(s);
-	if (t->profile == NULL) {
-		lerr(l, where, "profile must be one of %s", profile_names());
+	if (t->profile == NULL || t->profile->op != NULL) {
+		/* git's profile serves op "git" (the "git" section), never a tool. */
+		lerr(l, where, "profile must be one of %s%s", profile_names(),
+		    t->profile != NULL ? " (git is configured in the \"git\" section)" : "");
 		goto out;
 	}
 	free(s);
@@ -788,7 +790,7 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 		if (bad)
 			return lerr(l, "git.hosts", "invalid host entry %s", k);
 		if (gh->username == NULL)
-			gh->username = xstrdup("x-access-token");
+			gh->username = xstrdup(profile_git.default_username);
 	}
 	return 0;
 }

@@ -3,7 +3,9 @@
  * peer and its job, redaction of what the child prints, frames out.
  */
 #include <sys/queue.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include <jansson.h>
 
 #include "audit.h"
+#include "cgroup.h"
 #include "config.h"
 #include "conn.h"
 #include "filereq.h"
@@ -39,11 +42,187 @@
 #define PEER_OUT_HIGH	(256 * 1024)	/* stop reading the child above this */
 #define PEER_OUT_LOW	(64 * 1024)	/* resume below this */
 #define STDIN_HIGH	(256 * 1024)	/* stop reading the peer above this */
+#define PEER_SOCK_BUF	(1024 * 1024)	/* socket send buffer asked for */
 #define CLOSE_TIMEOUT	10		/* seconds to deliver the final frame */
 #define FILES_STDIN_MAX	(1024 * 1024)	/* stdin held while file arguments arrive */
+#define RX_CHUNK	(16 * 1024)	/* one read from the peer before the child runs */
+#define RX_CHUNK_RUNNING (256 * 1024)	/* ... and while relaying its stdin */
 
 static void	conn_read_frames(struct conn *);
 static void	conn_check_done(struct conn *);
+static void	conn_peer_closed(struct conn *);
+
+/*
+ * Reading from the peer is ours, not the bufferevent's: libevent 2.1 reads a
+ * socket 4 KiB per system call (and asks FIONREAD first), which made stdin
+ * relaying cost three system calls and a loop turn per 4 KiB. The bufferevent
+ * only writes. rx_on says whether the conn's logic wants input; the event is
+ * also off while rx holds PEER_IN_HIGH bytes (a whole frame is then waiting).
+ */
+static void
+conn_rx_update(struct conn *c)
+{
+	int want = c->rx_on && !c->peer_gone && c->ev_read != NULL &&
+	    evbuffer_get_length(c->rx) < PEER_IN_HIGH;
+
+	if (want && !c->rx_armed)
+		event_add(c->ev_read, NULL);
+	else if (!want && c->rx_armed)
+		event_del(c->ev_read);
+	c->rx_armed = want;
+}
+
+/* Read the peer or not (what bufferevent_enable/disable(EV_READ) did). */
+static void
+conn_reading(struct conn *c, int on)
+{
+	c->rx_on = on;
+	conn_rx_update(c);
+}
+
+/* Give up splicing the rest of a STDIN frame: its header goes back in front of rx. */
+static void
+conn_splice_stop(struct conn *c)
+{
+	unsigned char hdr[FRAME_HDR];
+
+	if (c->splice_left > 0) {
+		frame_put_header(hdr, FRAME_STDIN, (uint32_t)c->splice_left);
+		evbuffer_prepend(c->rx, hdr, sizeof hdr);
+		c->splice_left = 0;
+	}
+}
+
+/*
+ * While a child runs and nothing is buffered toward it, STDIN payloads go from
+ * the socket to its stdin pipe with splice(2): the bytes never enter the daemon
+ * (stdin needs no redaction). Only the 5-byte frame headers are read. Returns 1
+ * if the event was handled here, 0 to read into rx as usual.
+ */
+static int
+conn_rx_splice(struct conn *c, int fd)
+{
+	unsigned char hdr[FRAME_HDR];
+	const char *cause;
+	uint8_t type;
+	uint32_t len;
+	ssize_t n;
+
+	if (c->no_splice || c->state != CONN_RUNNING || c->job == NULL || c->peer_gone) {
+		conn_splice_stop(c);
+		return 0;
+	}
+	if (c->splice_left == 0) {
+		if (evbuffer_get_length(c->rx) > 0 || !job_stdin_open(c->job) ||
+		    job_stdin_buffered(c->job) > 0)
+			return 0;
+		/* At a frame boundary with nothing buffered: read just the header. */
+		n = recv(fd, hdr, sizeof hdr, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return 1;
+		if (n <= 0)
+			return 0;	/* the usual read sees the end or the error */
+		if (n < (ssize_t)sizeof hdr ||
+		    frame_parse_header(hdr, &type, &len, &cause) != 0 ||
+		    type != FRAME_STDIN || len == 0) {
+			evbuffer_add(c->rx, hdr, (size_t)n);	/* not a payload to splice */
+			return 0;
+		}
+		c->splice_left = len;
+	}
+	if (!job_stdin_open(c->job)) {
+		conn_splice_stop(c);	/* the usual path drops what nobody reads */
+		return 0;
+	}
+	n = job_stdin_splice(c->job, fd, c->splice_left);
+	if (n > 0) {
+		c->splice_left -= (size_t)n;
+		c->bytes_in += (uint64_t)n;
+		return 1;
+	}
+	if (n == 0) {
+		conn_peer_closed(c);
+		return 1;
+	}
+	switch (errno) {
+	case EAGAIN:
+	case EINTR:
+		return 1;
+	case ENOBUFS:
+		/* The pipe is full: wait for the child ("written" resumes us). */
+		c->peer_paused = 1;
+		conn_reading(c, 0);
+		return 1;
+	case EPIPE:
+		conn_splice_stop(c);
+		return 0;
+	default:
+		log_debug("conn %llu: no splice here (%s); reading stdin instead",
+		    (unsigned long long)c->id, strerror(errno));
+		c->no_splice = 1;
+		conn_splice_stop(c);
+		return 0;
+	}
+}
+
+/* The peer is readable: one large read straight into rx, then the frames. */
+static void
+conn_rx_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+	struct evbuffer_iovec v[2];
+	size_t room, chunk = c->state == CONN_RUNNING ? RX_CHUNK_RUNNING : RX_CHUNK;
+	ssize_t n;
+	int nv, i;
+
+	(void)what;
+	if (conn_rx_splice(c, fd))
+		return;
+	if (evbuffer_get_length(c->rx) >= PEER_IN_HIGH) {
+		conn_rx_update(c);
+		return;
+	}
+	room = PEER_IN_HIGH - evbuffer_get_length(c->rx);
+	if (room > chunk)
+		room = chunk;
+	if ((nv = evbuffer_reserve_space(c->rx, (ev_ssize_t)room, v, 2)) < 0)
+		fatalx("out of memory reading from a peer");
+	{
+		struct iovec iov[2];
+		size_t want = room, got;
+
+		for (i = 0; i < nv; i++) {
+			iov[i].iov_base = v[i].iov_base;
+			iov[i].iov_len = v[i].iov_len < want ? v[i].iov_len : want;
+			want -= iov[i].iov_len;
+		}
+		n = readv(fd, iov, nv);
+		got = n > 0 ? (size_t)n : 0;
+		for (i = 0; i < nv; i++) {
+			v[i].iov_len = got < iov[i].iov_len ? got : iov[i].iov_len;
+			got -= v[i].iov_len;
+		}
+	}
+	if (n <= 0) {
+		int again = n < 0 && (errno == EAGAIN || errno == EINTR);
+
+		evbuffer_commit_space(c->rx, v, 0);
+		/* A header conn_rx_splice put back may be all there is: parse it first. */
+		if (evbuffer_get_length(c->rx) > 0)
+			conn_read_frames(c);
+		if (c->state == CONN_DEAD)
+			return;
+		if (!again)
+			conn_peer_closed(c);
+		else
+			conn_rx_update(c);
+		return;
+	}
+	evbuffer_commit_space(c->rx, v, nv);
+	conn_read_frames(c);
+	if (c->state != CONN_DEAD)
+		conn_rx_update(c);
+}
 
 /* Name of a state, for logs. */
 static const char *
@@ -180,8 +359,7 @@ conn_error(struct conn *c, const char *code, const char *message)
 	json_object_set_new(o, "message", json_string(red != NULL ? red : "(redaction failed)"));
 	free(red);
 	conn_send_json(c, FRAME_ERROR, o);
-	if (c->bev != NULL)
-		bufferevent_disable(c->bev, EV_READ);
+	conn_reading(c, 0);
 	conn_set_state(c, CONN_CLOSING);
 	conn_timer(c, CLOSE_TIMEOUT);
 	if (c->bev == NULL || c->peer_gone ||
@@ -198,7 +376,7 @@ conn_exit(struct conn *c, int code)
 	json_object_set_new(ex, "code", json_integer(code));
 	conn_send_json(c, FRAME_EXIT, ex);
 	conn_set_state(c, CONN_CLOSING);
-	bufferevent_disable(c->bev, EV_READ);
+	conn_reading(c, 0);
 	conn_timer(c, CLOSE_TIMEOUT);
 }
 
@@ -260,6 +438,10 @@ conn_free(struct conn *c)
 	}
 	if (c->early_in != NULL)
 		evbuffer_free(c->early_in);
+	if (c->ev_read != NULL)
+		event_free(c->ev_read);
+	if (c->rx != NULL)
+		evbuffer_free(c->rx);
 	if (c->bev != NULL)
 		bufferevent_free(c->bev);
 	event_free(c->timer);
@@ -298,8 +480,9 @@ conn_schedule_free(struct conn *c)
 	if (c->state == CONN_DEAD)
 		return;
 	conn_set_state(c, CONN_DEAD);
+	conn_reading(c, 0);
 	if (c->bev != NULL)
-		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+		bufferevent_disable(c->bev, EV_WRITE);
 	evtimer_del(c->timer);
 	event_active(c->free_ev, EV_TIMEOUT, 0);
 }
@@ -389,7 +572,7 @@ conn_job_written(struct job *j, void *arg)
 
 	if (c->peer_paused && job_stdin_buffered(j) < STDIN_HIGH / 2) {
 		c->peer_paused = 0;
-		bufferevent_enable(c->bev, EV_READ);
+		conn_reading(c, 1);
 		conn_read_frames(c);	/* frames may already be buffered */
 	}
 }
@@ -450,7 +633,11 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 	r.cpu_seconds = timeout + 5;
 	r.extra_fd = c->child_fd3;
 	r.jail = jail;
-	if (spawn_child(&r, &ch, &cause) != 0) {
+	ch.pid = -1;
+	if ((r.cgroup_fd = cgroup_session_fd(c->session->name, &cause)) < 0 ||
+	    spawn_child(&r, &ch, &cause) != 0) {
+		if (r.cgroup_fd > 2)
+			close(r.cgroup_fd);
 		json_t *a = conn_audit_base(c, "error");
 		char *msg;
 
@@ -469,6 +656,8 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 		c->srv->n_errors++;
 		return -1;
 	}
+	if (r.cgroup_fd > 2)
+		close(r.cgroup_fd);
 	c->job = job_new(c->srv->base, &ch, &conn_job_cb, c);
 	conn_set_state(c, CONN_RUNNING);
 	conn_timer(c, timeout);
@@ -694,7 +883,7 @@ conn_on_running_frame(struct conn *c, uint8_t type, struct evbuffer *in, uint32_
 		job_stdin(c->job, in, len);
 		if (job_stdin_buffered(c->job) > STDIN_HIGH) {
 			c->peer_paused = 1;
-			bufferevent_disable(c->bev, EV_READ);
+			conn_reading(c, 0);
 		}
 		return 0;
 	case FRAME_SIGNAL:
@@ -727,7 +916,7 @@ conn_read_frames(struct conn *c)
 
 	if (c->bev == NULL)
 		return;
-	in = bufferevent_get_input(c->bev);
+	in = c->rx;
 	while (!c->peer_paused && (c->state == CONN_HELLO || c->state == CONN_REQUEST ||
 	    c->state == CONN_FILES || c->state == CONN_RUNNING)) {
 		if (evbuffer_get_length(in) < FRAME_HDR)
@@ -768,14 +957,6 @@ conn_read_frames(struct conn *c)
 	}
 }
 
-/* Peer readable. */
-static void
-conn_read_cb(struct bufferevent *bev, void *arg)
-{
-	(void)bev;
-	conn_read_frames(arg);
-}
-
 /* Peer output drained below the low watermark. */
 static void
 conn_write_cb(struct bufferevent *bev, void *arg)
@@ -789,14 +970,20 @@ conn_write_cb(struct bufferevent *bev, void *arg)
 	conn_output_flow(c);
 }
 
-/* Peer closed or failed. */
+/* Writing to the peer failed. */
 static void
 conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	struct conn *c = arg;
-
 	(void)bev;
-	if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		conn_peer_closed(arg);
+}
+
+/* Peer closed or failed. */
+static void
+conn_peer_closed(struct conn *c)
+{
+	if (c->peer_gone)
 		return;
 	if (c->state == CONN_RUNNING && job_state(c->job) == JOB_RUNNING) {
 		json_t *a = conn_audit_base(c, "peer-gone");
@@ -806,7 +993,8 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 		job_kill(c->job, SIGKILL);
 	}
 	c->peer_gone = 1;
-	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	conn_reading(c, 0);
+	bufferevent_disable(c->bev, EV_WRITE);
 	if (c->state == CONN_RUNNING) {
 		/* Keep draining the child's pipes; freed once reaped and drained. */
 		job_pause_output(c->job, 0);
@@ -883,7 +1071,8 @@ conn_check_done(struct conn *c)
 		json_object_set_new(a, "signal", json_string(n != NULL ? n : "?"));
 	}
 	if (c->killed != KILL_NONE) {
-		static const char *why[] = { "", "timeout", "output-limit", "peer-gone", "shutdown" };
+		static const char *why[] = { "", "timeout", "output-limit", "peer-gone", "shutdown",
+		    "session-removed" };
 
 		json_object_set_new(a, "killed", json_string(why[c->killed]));
 	}
@@ -898,6 +1087,14 @@ conn_check_done(struct conn *c)
 		    "on the bridge. Output so far was delivered. Try a narrower command.",
 		    c->tool, conn_elapsed(c));
 		conn_error(c, ERR_TIMEOUT, msg);
+		free(msg);
+		return;
+	}
+	if (c->killed == KILL_SESSION) {
+		xasprintf(&msg, "%s was stopped: this account's shimbridge session was "
+		    "removed from the bridge's configuration while it ran. Output so far was "
+		    "delivered; nothing more runs for this account. Ask the operator.", c->tool);
+		conn_error(c, ERR_UNAUTHORIZED, msg);
 		free(msg);
 		return;
 	}
@@ -929,6 +1126,16 @@ conn_shutdown(struct conn *c)
 {
 	if (c->job != NULL && job_state(c->job) == JOB_RUNNING) {
 		c->killed = KILL_SHUTDOWN;
+		job_kill(c->job, SIGKILL);
+	}
+}
+
+/* Its session is gone: kill a running child (the session's cgroup, if any, is killed too). */
+void
+conn_session_removed(struct conn *c)
+{
+	if (c->job != NULL && job_state(c->job) == JOB_RUNNING) {
+		c->killed = KILL_SESSION;
 		job_kill(c->job, SIGKILL);
 	}
 }
@@ -971,15 +1178,27 @@ conn_new(struct server *srv, int fd, uid_t uid, gid_t gid, pid_t pid,
 	c->session = s;
 	c->admin = uid == 0;
 	clock_gettime(CLOCK_MONOTONIC, &c->start);
+	{
+		/* Output moves in larger bursts (kernel memory is taken only when used). */
+		int sz = PEER_SOCK_BUF;
+
+		(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+	}
 	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->timer = evtimer_new(srv->base, conn_timer_cb, c);
 	c->free_ev = event_new(srv->base, -1, 0, conn_free_cb, c);
 	if (c->bev == NULL || c->timer == NULL || c->free_ev == NULL)
 		fatalx("out of memory accepting a connection");
-	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
-	bufferevent_setwatermark(c->bev, EV_READ, 0, PEER_IN_HIGH);
+	c->ev_read = event_new(srv->base, fd, EV_READ | EV_PERSIST, conn_rx_cb, c);
+	c->rx = evbuffer_new();
+	if (c->ev_read == NULL || c->rx == NULL)
+		fatalx("out of memory accepting a connection");
+	bufferevent_setcb(c->bev, NULL, conn_write_cb, conn_event_cb, c);
 	bufferevent_setwatermark(c->bev, EV_WRITE, PEER_OUT_LOW, 0);
-	bufferevent_enable(c->bev, EV_READ);
+	/* libevent's default is 16 KiB per write; a relay wants fewer, larger ones. */
+	bufferevent_set_max_single_write(c->bev, PEER_OUT_HIGH);
+	bufferevent_enable(c->bev, EV_WRITE);
+	conn_reading(c, 1);
 	TAILQ_INSERT_TAIL(&srv->conns, c, entry);
 	srv->nconns++;
 	conn_timer(c, srv->cfg->handshake_timeout);

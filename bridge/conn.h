@@ -49,6 +49,7 @@ enum conn_kill {
 	KILL_OUTPUT,	/* output cap */
 	KILL_PEER,	/* the shim went away */
 	KILL_SHUTDOWN,	/* the daemon is stopping */
+	KILL_SESSION,	/* its session was removed by a reload */
 };
 
 /* Everything about one peer. */
@@ -58,7 +59,13 @@ struct conn {
 	struct config		*cfg;		/* reference held for the request's life */
 	uint64_t		 id;
 	enum conn_state		 state;
-	struct bufferevent	*bev;
+	struct bufferevent	*bev;		/* writes to the peer */
+	struct event		*ev_read;	/* reads from the peer (conn_rx_cb) */
+	struct evbuffer		*rx;		/* bytes read, not yet parsed */
+	int			 rx_on;		/* reading wanted (not paused/closing) */
+	int			 rx_armed;	/* ev_read is added */
+	size_t			 splice_left;	/* STDIN payload still to splice from the socket */
+	int			 no_splice;	/* splice failed here: always read */
 	struct event		*timer;		/* handshake, wall clock, kill grace, close */
 	struct event		*free_ev;
 	uid_t			 uid;		/* from the kernel, at accept */
@@ -105,6 +112,8 @@ void		 conn_free(struct conn *);
 void		 conn_schedule_free(struct conn *);
 /* The daemon is stopping: kill the child. */
 void		 conn_shutdown(struct conn *);
+/* A reload removed c's session: kill its child (its whole group). */
+void		 conn_session_removed(struct conn *);
 /*
  * The sweep: a reaped child whose pipes are held open by an escaped process
  * for longer than the kill grace has them closed. Returns 1 if c waits for a

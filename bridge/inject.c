@@ -47,6 +47,26 @@
 #define INJECT_HIGH_WATER	(256 * 1024)	/* downstream bytes before upstream pauses */
 #define INJECT_MAX_UP_HEADERS	(256 * 1024)	/* upstream response head */
 #define INJECT_SUMMARY_MAX	256
+#define INJECT_PREFETCH_MAX	(8 * 1024 * 1024)	/* a prefetched answer's body */
+#define INJECT_PREFETCH_AGE	30		/* seconds it may wait for the tool */
+
+/* A GET made before the tool asks for it (inject_prefetch). */
+enum prefetch_state {
+	PF_PENDING,		/* upstream has not answered yet */
+	PF_READY,		/* a 200 answer is held for the tool */
+	PF_DONE,		/* used, failed or too old: the tool's requests go upstream */
+};
+struct prefetch {
+	char			*uri;		/* the request target it answers */
+	enum prefetch_state	 state;
+	struct exchange		*ex;		/* the exchange fetching it, until freed */
+	struct exchange		*waiter;	/* the tool's request waiting for it */
+	struct evkeyvalq	 headers;	/* the answer's end-to-end headers */
+	struct evbuffer		*body;
+	int			 overflow;	/* the body passed INJECT_PREFETCH_MAX */
+	int			 told;		/* the prefetched callback ran */
+	struct timeval		 ready;		/* when it was complete */
+};
 
 struct exchange {
 	struct inject			*inj;
@@ -61,6 +81,7 @@ struct exchange {
 	struct event			*wait;		/* the secret is being fetched: retry */
 	char				 wait_addr[INET6_ADDRSTRLEN];
 	unsigned int			 waits;
+	struct prefetch			*pf;		/* this exchange fetches it (no down) */
 	enum evhttp_cmd_type		 cmd;
 	char				*summary;
 	int				 started;	/* reply head sent downstream */
@@ -93,16 +114,22 @@ struct inject {
 	int			(*secret)(void *, const unsigned char **, size_t *);
 	void			(*audit)(void *, const char *, int, unsigned long long,
 				    unsigned long long, const char *);
+	void			(*prefetched)(void *, const unsigned char *, size_t);
 	void			*arg;
 	struct exchanges	 live;
 	unsigned int		 nlive;
 	unsigned int		 n401;
 	unsigned int		 nrequests;
+	struct prefetch		*pf;		/* inject_prefetch's, or NULL */
+	int			 closing;	/* inject_free runs */
 };
 
 static void	inject_request_cb(struct evhttp_request *, void *);
 static void	inject_connect(struct exchange *, const char *addr);
 static void	inject_close_cb(struct evhttp_connection *, void *);
+static void	inject_resolve(struct exchange *);
+static void	inject_reap(struct exchange *);
+static void	inject_audit(struct exchange *, const char *);
 
 /* libevent's free with the block wiped first (request heads carry the credential). */
 static void
@@ -379,6 +406,91 @@ inject_refuse(struct exchange *ex, int status, const char *msg)
 	inject_audit(ex, msg);
 }
 
+/*
+ * The prefetch will not answer the tool: a request waiting for it goes upstream
+ * itself (unless the injector is being freed).
+ */
+static void
+inject_prefetch_fail(struct prefetch *pf, struct inject *inj)
+{
+	struct exchange	*w = pf->waiter;
+
+	pf->state = PF_DONE;
+	pf->waiter = NULL;
+	evhttp_clear_headers(&pf->headers);
+	if (pf->body != NULL)
+		evbuffer_free(pf->body);
+	pf->body = NULL;
+	if (!pf->told && inj->prefetched != NULL && !inj->closing) {
+		pf->told = 1;
+		inj->prefetched(inj->arg, NULL, 0);
+	}
+	if (w != NULL && !inj->closing)
+		inject_resolve(w);
+}
+
+/* Answer the tool's request ex with the prefetched answer (used once). */
+static void
+inject_prefetch_serve(struct prefetch *pf, struct exchange *ex)
+{
+	struct evhttp_connection	*dc = evhttp_request_get_connection(ex->down);
+	struct evkeyvalq		*out = evhttp_request_get_output_headers(ex->down);
+	struct evkeyval			*kv;
+	char				*sum = NULL;
+
+	evhttp_clear_headers(out);
+	TAILQ_FOREACH(kv, &pf->headers, next)
+		evhttp_add_header(out, kv->key, kv->value);
+	if (dc != NULL)
+		evhttp_connection_set_closecb(dc, NULL, NULL);
+	ex->status = 200;
+	ex->started = 1;
+	ex->bytes_down = evbuffer_get_length(pf->body);
+	if (asprintf(&sum, "%s (prefetched)", ex->summary != NULL ? ex->summary : "GET") != -1) {
+		free(ex->summary);
+		ex->summary = sum;
+	}
+	evhttp_send_reply(ex->down, 200, "OK", pf->body);	/* frees a detached request */
+	ex->down = NULL;
+	pf->state = PF_DONE;
+	evhttp_clear_headers(&pf->headers);
+	evbuffer_free(pf->body);
+	pf->body = NULL;
+	inject_audit(ex, NULL);
+	inject_reap(ex);
+}
+
+/*
+ * If the tool's allowed request ex is the prefetched one (GET of the same target,
+ * no Git-Protocol header, so the same answer), answer it from there, or let it
+ * wait while the prefetch is under way. Returns 1 when ex is taken care of.
+ */
+static int
+inject_prefetch_take(struct inject *inj, struct exchange *ex)
+{
+	struct prefetch	*pf = inj->pf;
+	struct timeval	 now;
+
+	if (pf == NULL || pf->state == PF_DONE || ex->cmd != EVHTTP_REQ_GET ||
+	    strcmp(evhttp_request_get_uri(ex->down), pf->uri) != 0 ||
+	    evhttp_find_header(evhttp_request_get_input_headers(ex->down),
+	    "Git-Protocol") != NULL)
+		return 0;
+	if (pf->state == PF_PENDING) {
+		if (pf->waiter != NULL)
+			return 0;
+		pf->waiter = ex;
+		return 1;
+	}
+	event_base_gettimeofday_cached(inj->base, &now);
+	if (now.tv_sec - pf->ready.tv_sec > INJECT_PREFETCH_AGE) {
+		inject_prefetch_fail(pf, inj);
+		return 0;
+	}
+	inject_prefetch_serve(pf, ex);
+	return 1;
+}
+
 /* Free an exchange and everything it still holds; no callbacks run. */
 static void
 inject_exchange_free(struct exchange *ex)
@@ -404,6 +516,13 @@ inject_exchange_free(struct exchange *ex)
 		event_free(ex->reap);
 	if (ex->wait != NULL)
 		event_free(ex->wait);
+	if (inj->pf != NULL && inj->pf->waiter == ex)
+		inj->pf->waiter = NULL;
+	if (ex->pf != NULL) {
+		ex->pf->ex = NULL;
+		if (ex->pf->state == PF_PENDING)
+			inject_prefetch_fail(ex->pf, inj);	/* never connected */
+	}
 	TAILQ_REMOVE(&inj->live, ex, entry);
 	inj->nlive--;
 	free(ex->summary);
@@ -499,6 +618,17 @@ inject_up_header_cb(struct evhttp_request *up, void *arg)
 	ex->status = code;
 	if (code == 401)
 		ex->inj->n401++;
+	if (ex->pf != NULL) {
+		/* Kept for the tool: end-to-end headers, the length set again when served. */
+		conn = evhttp_find_header(in, "Connection");
+		TAILQ_FOREACH(kv, in, next) {
+			if (!inject_hop_header(kv->key, conn) &&
+			    strcasecmp(kv->key, "Content-Length") != 0)
+				evhttp_add_header(&ex->pf->headers, kv->key, kv->value);
+		}
+		ex->started = 1;
+		return 0;
+	}
 	if (ex->down == NULL || evhttp_request_get_connection(ex->down) == NULL) {
 		/* libevent fails the request: the done callback runs with NULL, then frees it. */
 		inject_reap(ex);
@@ -540,6 +670,17 @@ inject_up_chunk_cb(struct evhttp_request *up, void *arg)
 	struct evbuffer			*buf = evhttp_request_get_input_buffer(up);
 	struct evhttp_connection	*dc;
 
+	if (ex->pf != NULL) {
+		ex->bytes_down += evbuffer_get_length(buf);
+		if (ex->pf->body == NULL || ex->pf->overflow ||
+		    evbuffer_get_length(ex->pf->body) + evbuffer_get_length(buf) >
+		    INJECT_PREFETCH_MAX) {
+			ex->pf->overflow = 1;
+			evbuffer_drain(buf, evbuffer_get_length(buf));
+		} else
+			evbuffer_add_buffer(ex->pf->body, buf);
+		return;
+	}
 	if (ex->down == NULL || (dc = evhttp_request_get_connection(ex->down)) == NULL) {
 		inject_reap(ex);
 		return;
@@ -571,6 +712,40 @@ inject_up_done_cb(struct evhttp_request *up, void *arg)
 	char		 why[512];
 
 	ex->up = NULL;		/* libevent frees it when we return */
+	if (ex->pf != NULL) {
+		struct prefetch	*pf = ex->pf;
+		struct exchange	*w;
+
+		if (pf->state == PF_DONE) {
+			/* Dropped while under way (inject_prefetch_drop). */
+			inject_audit(ex, "prefetch dropped: the tool's own request goes upstream");
+		} else if (up != NULL && evhttp_request_get_response_code(up) == 200 &&
+		    !pf->overflow && pf->body != NULL) {
+			evbuffer_add_buffer(pf->body, evhttp_request_get_input_buffer(up));
+			pf->state = PF_READY;
+			event_base_gettimeofday_cached(ex->inj->base, &pf->ready);
+			inject_audit(ex, NULL);
+			if (ex->inj->prefetched != NULL && !pf->told) {
+				pf->told = 1;
+				size_t		 blen = evbuffer_get_length(pf->body);
+				unsigned char	*b = evbuffer_pullup(pf->body, -1);
+
+				ex->inj->prefetched(ex->inj->arg, b, b != NULL ? blen : 0);
+			}
+			if ((w = pf->waiter) != NULL) {
+				pf->waiter = NULL;
+				inject_prefetch_serve(pf, w);
+			}
+		} else {
+			if (ex->status == 0)
+				ex->status = 502;
+			inject_audit(ex, pf->overflow ? "prefetched answer too large; not kept" :
+			    "prefetch failed; the tool's own request goes upstream");
+			inject_prefetch_fail(pf, ex->inj);
+		}
+		inject_reap(ex);
+		return;
+	}
 	if (up == NULL || evhttp_request_get_response_code(up) == 0) {
 		if (!ex->started) {
 			inject_refuse(ex, 502, inject_up_reason(ex, why, sizeof why));
@@ -691,7 +866,7 @@ inject_connect(struct exchange *ex, const char *addr)
 	size_t			 credlen = 0, blen;
 	struct in6_addr		 a6;
 
-	if (ex->down == NULL || ex->down_detached) {
+	if (ex->pf == NULL && (ex->down == NULL || ex->down_detached)) {
 		inject_reap(ex);
 		return;
 	}
@@ -741,27 +916,36 @@ inject_connect(struct exchange *ex, const char *addr)
 	evhttp_request_set_chunked_cb(ex->up, inject_up_chunk_cb);
 	evhttp_request_set_error_cb(ex->up, inject_up_error_cb);
 
-	in = evhttp_request_get_input_headers(ex->down);
 	out = evhttp_request_get_output_headers(ex->up);
-	conn = evhttp_find_header(in, "Connection");
-	TAILQ_FOREACH(kv, in, next) {
-		if (!inject_hop_header(kv->key, conn))
-			evhttp_add_header(out, kv->key, kv->value);
+	if (ex->pf != NULL) {
+		/* What git itself sends for a protocol v0 ref advertisement. */
+		evhttp_add_header(out, "User-Agent", "git/shimbridge-prefetch");
+		evhttp_add_header(out, "Accept", "*/*");
+		evhttp_add_header(out, "Pragma", "no-cache");
+	} else {
+		in = evhttp_request_get_input_headers(ex->down);
+		conn = evhttp_find_header(in, "Connection");
+		TAILQ_FOREACH(kv, in, next) {
+			if (!inject_hop_header(kv->key, conn))
+				evhttp_add_header(out, kv->key, kv->value);
+		}
 	}
 	evhttp_add_header(out, "Host", inj->up_hosthdr);
 	evhttp_add_header(out, "Authorization", cred);
 	evhttp_add_header(out, "Connection", "close");
-	body = evhttp_request_get_input_buffer(ex->down);
-	blen = evbuffer_get_length(body);
-	if (blen > 0 || ex->cmd == EVHTTP_REQ_POST || ex->cmd == EVHTTP_REQ_PUT ||
-	    ex->cmd == EVHTTP_REQ_PATCH) {
-		snprintf(num, sizeof num, "%zu", blen);
-		evhttp_add_header(out, "Content-Length", num);
+	if (ex->pf == NULL) {
+		body = evhttp_request_get_input_buffer(ex->down);
+		blen = evbuffer_get_length(body);
+		if (blen > 0 || ex->cmd == EVHTTP_REQ_POST || ex->cmd == EVHTTP_REQ_PUT ||
+		    ex->cmd == EVHTTP_REQ_PATCH) {
+			snprintf(num, sizeof num, "%zu", blen);
+			evhttp_add_header(out, "Content-Length", num);
+		}
+		evbuffer_add_buffer(evhttp_request_get_output_buffer(ex->up), body);
 	}
-	evbuffer_add_buffer(evhttp_request_get_output_buffer(ex->up), body);
 	sodium_free(cred);
 	cred = NULL;
-	if (evhttp_make_request(ex->up_conn, ex->up, ex->cmd,
+	if (evhttp_make_request(ex->up_conn, ex->up, ex->cmd, ex->pf != NULL ? ex->pf->uri :
 	    evhttp_request_get_uri(ex->down)) != 0) {
 		ex->up = NULL;		/* freed by libevent */
 		goto nomem;
@@ -1007,10 +1191,74 @@ inject_request_cb(struct evhttp_request *req, void *arg)
 		goto reap;
 	}
 	httppolicy_verdict_free(&v);
+	if (inject_prefetch_take(inj, ex))
+		return;
 	inject_resolve(ex);
 	return;
 reap:
 	inject_reap(ex);
+}
+
+/* Forget the prefetched answer; a request waiting for it goes upstream. */
+void
+inject_prefetch_drop(struct inject *inj)
+{
+	if (inj != NULL && inj->pf != NULL && inj->pf->state != PF_DONE)
+		inject_prefetch_fail(inj->pf, inj);
+}
+
+/* Start a GET of uri upstream for the tool's first request of it (see inject.h). */
+int
+inject_prefetch(struct inject *inj, const char *uri, char **cause)
+{
+	struct httppolicy_req		 preq;
+	struct httppolicy_verdict	 v;
+	struct prefetch			*pf = NULL;
+	struct exchange			*ex = NULL;
+
+	*cause = NULL;
+	if (inj->pf != NULL || uri[0] != '/') {
+		inject_cause(cause, "one prefetch of a path per injector");
+		return -1;
+	}
+	memset(&preq, 0, sizeof preq);
+	memset(&v, 0, sizeof v);
+	preq.method = "GET";
+	preq.target = uri;
+	if (httppolicy_check(inj->scope, &preq, &v) != 0 || !v.allowed) {
+		inject_cause(cause, "prefetch of %s refused: %s", uri, v.reason != NULL ?
+		    v.reason : "the policy could not check it");
+		httppolicy_verdict_free(&v);
+		return -1;
+	}
+	if ((pf = calloc(1, sizeof *pf)) == NULL || (pf->uri = strdup(uri)) == NULL ||
+	    (pf->body = evbuffer_new()) == NULL || (ex = calloc(1, sizeof *ex)) == NULL ||
+	    (ex->reap = event_new(inj->base, -1, 0, inject_reap_cb, ex)) == NULL) {
+		if (pf != NULL) {
+			free(pf->uri);
+			if (pf->body != NULL)
+				evbuffer_free(pf->body);
+		}
+		free(pf);
+		free(ex);
+		httppolicy_verdict_free(&v);
+		inject_cause(cause, "out of memory");
+		return -1;
+	}
+	TAILQ_INIT(&pf->headers);
+	pf->state = PF_PENDING;
+	pf->ex = ex;
+	inj->pf = pf;
+	ex->inj = inj;
+	ex->pf = pf;
+	ex->cmd = EVHTTP_REQ_GET;
+	if (asprintf(&ex->summary, "prefetch %s", v.summary != NULL ? v.summary : "GET") == -1)
+		ex->summary = NULL;
+	httppolicy_verdict_free(&v);
+	TAILQ_INSERT_TAIL(&inj->live, ex, entry);
+	inj->nlive++;
+	inject_resolve(ex);
+	return 0;
 }
 
 /* Split "http(s)://HOST[:PORT][/]" into the injector's upstream fields. */
@@ -1095,6 +1343,7 @@ inject_new(struct event_base *base, int listen_fd, const struct inject_target *t
 	inj->scope = t->scope;
 	inj->secret = t->secret;
 	inj->audit = t->audit;
+	inj->prefetched = t->prefetched;
 	inj->arg = t->arg;
 	inj->max_body = t->max_body != 0 ? t->max_body : t->api == HTTP_API_GIT ?
 	    INJECT_MAX_BODY_GIT : INJECT_MAX_BODY_API;
@@ -1167,6 +1416,7 @@ inject_free(struct inject *inj)
 
 	if (inj == NULL)
 		return;
+	inj->closing = 1;
 	while ((ex = TAILQ_FIRST(&inj->live)) != NULL) {
 		if (!ex->audited) {
 			ex->status = 0;
@@ -1185,6 +1435,13 @@ inject_free(struct inject *inj)
 	free(inj->up_hosthdr);
 	free(inj->username);
 	free(inj->placeholder);
+	if (inj->pf != NULL) {
+		evhttp_clear_headers(&inj->pf->headers);
+		if (inj->pf->body != NULL)
+			evbuffer_free(inj->pf->body);
+		free(inj->pf->uri);
+		free(inj->pf);
+	}
 	free(inj);
 }
 

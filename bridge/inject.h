@@ -56,6 +56,12 @@ struct inject_target {
 	void		(*audit)(void *arg, const char *summary, int status,
 			    unsigned long long bytes_up, unsigned long long bytes_down,
 			    const char *refusal);
+	/*
+	 * Optional: called once for inject_prefetch: with the body of its 200 answer
+	 * (valid during the call), or with NULL when there will be none (failed, not
+	 * 200, too large, dropped).
+	 */
+	void		(*prefetched)(void *arg, const unsigned char *body, size_t len);
 	void		*arg;
 };
 
@@ -73,6 +79,20 @@ struct inject	*inject_new(struct event_base *, int listen_fd,
  * (status 0). Never call it from the audit or secret callback.
  */
 void		 inject_free(struct inject *);
+/*
+ * GET uri upstream now, before the tool asks (git's ref advertisement while
+ * shimbridge-git starts). The tool's first GET of exactly uri without a
+ * Git-Protocol header is then answered from it (or waits for it), within
+ * INJECT_PREFETCH_AGE seconds; if it fails or is not 200, the tool's request
+ * goes upstream itself. The same policy applies as to the tool's requests, and
+ * it is audited ("prefetch ..."). One per injector; -1 and *cause if refused.
+ */
+int		 inject_prefetch(struct inject *, const char *uri, char **cause);
+/*
+ * Forget the prefetched answer (taken too early: something may have changed
+ * since); a request waiting for it goes upstream. NULL or none: nothing happens.
+ */
+void		 inject_prefetch_drop(struct inject *);
 /* How many upstream answers were HTTP 401 (the host's token was rejected). */
 unsigned int	 inject_unauthorized(const struct inject *);
 /* Requests finished or refused so far. */

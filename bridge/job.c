@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
@@ -25,6 +27,7 @@
 
 struct job {
 	TAILQ_ENTRY(job)	 entry;
+	struct job		*hnext;		/* in job_hash while not reaped */
 	enum job_state		 state;
 	pid_t			 pid;		/* also the process group */
 	int			 status;
@@ -42,7 +45,113 @@ struct job {
 	int			 freed;		/* job_free called: release when not busy */
 };
 
+/*
+ * Pipe capacity asked for the child's stdin (the kernel default is 64 KiB): fewer
+ * wake-ups per byte spliced into it. stdout keeps the default: with a deep pipe
+ * the reads that feed the redactor and the output cap would cut the tool's writes
+ * at arbitrary points instead of where it wrote them. A refusal (pipe-max-size,
+ * per-user pipe quota) leaves the default.
+ */
+#define JOB_PIPE_SIZE	(1024 * 1024)
+/* One read from an output pipe: a frame's worth (an output cap drops the read that crosses it). */
+#define JOB_READ_MAX	FRAME_DATA_MAX
+
+static void	job_stdin_broken(struct job *);
+
 static TAILQ_HEAD(job_list, job) job_all = TAILQ_HEAD_INITIALIZER(job_all);
+
+/*
+ * Jobs not yet reaped, by pid: the reaper and the orphan scan look a pid up in
+ * constant time, whatever the number of calls in flight (a list walk per pid
+ * made the scan quadratic in them).
+ */
+static struct job	**job_hash;
+static size_t		  job_hsize, job_hcount;
+static int		  job_unjailed_ended;	/* see job_orphans_possible */
+
+/* The bucket of a pid. */
+static size_t
+job_bucket(pid_t pid, size_t size)
+{
+	return ((size_t)pid * 2654435761u) & (size - 1);
+}
+
+/* Add a running job to the hash, growing it to keep chains short. */
+static void
+job_hash_add(struct job *j)
+{
+	size_t i;
+
+	if (job_hcount + 1 > job_hsize) {
+		size_t nsize = job_hsize ? job_hsize * 2 : 64;
+		struct job **nh = xcalloc(nsize, sizeof *nh), *k, *next;
+
+		for (i = 0; i < job_hsize; i++) {
+			for (k = job_hash[i]; k != NULL; k = next) {
+				next = k->hnext;
+				k->hnext = nh[job_bucket(k->pid, nsize)];
+				nh[job_bucket(k->pid, nsize)] = k;
+			}
+		}
+		free(job_hash);
+		job_hash = nh;
+		job_hsize = nsize;
+	}
+	i = job_bucket(j->pid, job_hsize);
+	j->hnext = job_hash[i];
+	job_hash[i] = j;
+	job_hcount++;
+}
+
+/* Remove a job from the hash (reaped or freed); nothing if it is not there. */
+static void
+job_hash_del(struct job *j)
+{
+	struct job **p;
+
+	if (job_hsize == 0)
+		return;
+	for (p = &job_hash[job_bucket(j->pid, job_hsize)]; *p != NULL; p = &(*p)->hnext) {
+		if (*p == j) {
+			*p = j->hnext;
+			j->hnext = NULL;
+			job_hcount--;
+			return;
+		}
+	}
+}
+
+/* The running job of a pid, or NULL. */
+static struct job *
+job_find(pid_t pid)
+{
+	struct job *j;
+
+	if (job_hsize == 0)
+		return NULL;
+	for (j = job_hash[job_bucket(pid, job_hsize)]; j != NULL; j = j->hnext) {
+		if (j->pid == pid)
+			return j;
+	}
+	return NULL;
+}
+
+/* Whether pid is a job's process not yet reaped (the orphan scan keeps it). */
+int
+job_is_live(pid_t pid)
+{
+	return job_find(pid) != NULL;
+}
+
+/* Whether a job ran outside a jail since the last call (see job.h); clears it. */
+int
+job_orphans_possible(void)
+{
+	int r = job_unjailed_ended;
+
+	job_unjailed_ended = 0;
+	return r;
+}
 
 /* Name of a state, for logs and assertions. */
 const char *
@@ -127,7 +236,7 @@ job_read_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct job *j = arg;
 	enum job_stream s = fd == j->fd_err ? JOB_ERR : JOB_OUT;
-	unsigned char buf[FRAME_DATA_MAX];
+	static unsigned char buf[JOB_READ_MAX];	/* one loop, one buffer */
 	ssize_t n;
 	int i;
 
@@ -157,13 +266,10 @@ job_write_cb(evutil_socket_t fd, short what, void *arg)
 	int n;
 
 	(void)what;
-	n = evbuffer_write(j->inbuf, fd);
+	n = evbuffer_get_length(j->inbuf) > 0 ? evbuffer_write(j->inbuf, fd) : 0;
 	if (n < 0 && errno != EAGAIN && errno != EINTR) {
 		/* The child closed its stdin (EPIPE): what is left is dropped. */
-		evbuffer_drain(j->inbuf, evbuffer_get_length(j->inbuf));
-		event_del(j->ev_in);
-		close(j->fd_in);
-		j->fd_in = -1;
+		job_stdin_broken(j);
 	} else if (evbuffer_get_length(j->inbuf) == 0) {
 		event_del(j->ev_in);
 		if (j->stdin_eof) {
@@ -211,7 +317,12 @@ job_new(struct event_base *base, struct child *ch, const struct job_cb *cb, void
 			fatalx("out of memory setting up a job");
 		event_add(j->ev_err, NULL);
 	}
+#if defined(F_SETPIPE_SZ)
+	if (j->fd_in >= 0)
+		(void)fcntl(j->fd_in, F_SETPIPE_SZ, JOB_PIPE_SIZE);
+#endif
 	TAILQ_INSERT_TAIL(&job_all, j, entry);
+	job_hash_add(j);
 	return j;
 }
 
@@ -222,8 +333,12 @@ job_free(struct job *j)
 	if (j == NULL || j->freed)
 		return;
 	j->freed = 1;
-	if (j->state == JOB_RUNNING)
+	if (j->state == JOB_RUNNING) {
 		(void)kill(-j->pid, SIGKILL);	/* the reaper will find no job */
+		job_hash_del(j);
+		if (!j->jailed)
+			job_unjailed_ended = 1;
+	}
 	TAILQ_REMOVE(&job_all, j, entry);
 	if (j->ev_in != NULL)
 		event_free(j->ev_in);
@@ -298,6 +413,52 @@ job_stdin(struct job *j, struct evbuffer *src, size_t len)
 	evbuffer_remove_buffer(src, j->inbuf, len);
 	if (j->ev_in != NULL && j->fd_in >= 0)
 		event_add(j->ev_in, NULL);
+}
+
+/* Close stdin after the child refused more (EPIPE): what is buffered is dropped. */
+static void
+job_stdin_broken(struct job *j)
+{
+	evbuffer_drain(j->inbuf, evbuffer_get_length(j->inbuf));
+	event_del(j->ev_in);
+	close(j->fd_in);
+	j->fd_in = -1;
+}
+
+/* Move up to len bytes from fd straight into the child's stdin pipe (see job.h). */
+ssize_t
+job_stdin_splice(struct job *j, int fd, size_t len)
+{
+#if defined(__linux__) && defined(SPLICE_F_MOVE)
+	struct pollfd p;
+	ssize_t n;
+
+	if (j->fd_in < 0 || j->stdin_eof || evbuffer_get_length(j->inbuf) > 0) {
+		errno = EPIPE;
+		return -1;
+	}
+	n = splice(fd, NULL, j->fd_in, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	if (n >= 0 || errno != EAGAIN) {
+		if (n < 0 && errno == EPIPE)
+			job_stdin_broken(j);
+		return n;
+	}
+	/* Either side may be the one that is not ready: ask the pipe. */
+	p.fd = j->fd_in;
+	p.events = POLLOUT;
+	p.revents = 0;
+	if (poll(&p, 1, 0) == 1 && (p.revents & POLLOUT))
+		return -1;	/* EAGAIN: the socket is empty */
+	event_add(j->ev_in, NULL);	/* "written" follows once the child has read */
+	errno = ENOBUFS;
+	return -1;
+#else
+	(void)j;
+	(void)fd;
+	(void)len;
+	errno = ENOSYS;
+	return -1;
+#endif
 }
 
 /* End of stdin: close now if nothing is waiting. */
@@ -381,9 +542,14 @@ job_reaped(pid_t pid, int status)
 {
 	struct job *j;
 
-	TAILQ_FOREACH(j, &job_all, entry) {
-		if (j->pid != pid || j->state != JOB_RUNNING)
-			continue;
+	if ((j = job_find(pid)) != NULL) {
+		job_hash_del(j);
+		/*
+		 * A jail's init takes its whole PID namespace with it; anything else
+		 * may have left a daemonised descendant to us (the subreaper).
+		 */
+		if (!j->jailed)
+			job_unjailed_ended = 1;
 		j->status = spawn_wait_status(j->jailed, status);
 		j->reaped_at = time(NULL);
 		job_set_state(j, JOB_DEAD);

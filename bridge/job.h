@@ -73,6 +73,15 @@ int		 job_stop(struct job *);
 
 /* Move len bytes from src to the child's stdin buffer. */
 void		 job_stdin(struct job *, struct evbuffer *src, size_t len);
+/*
+ * Move up to len bytes from fd (a socket) straight into the child's stdin pipe
+ * with splice(2), no copy through the daemon, when nothing is buffered ahead of
+ * them. Returns the bytes moved, 0 at the socket's end, or -1 with errno: EAGAIN
+ * (the socket is empty), ENOBUFS (the pipe is full: the "written" callback
+ * follows once it takes more), EPIPE (stdin is closed or bytes are buffered;
+ * the child's refusal closes it), EINVAL/ENOSYS (no splice here).
+ */
+ssize_t		 job_stdin_splice(struct job *, int fd, size_t len);
 /* No more stdin: close it once the buffer is written. */
 void		 job_stdin_eof(struct job *);
 /* Whether stdin still takes bytes (open and not at EOF). */
@@ -92,8 +101,16 @@ void		 job_close_output(struct job *, int stream);
  * job (its group is killed: nothing outlives it), 0 if not.
  */
 int		 job_reaped(pid_t, int status);
-/* pids of every job not yet reaped, for the orphan scan: *n set, array owned by caller. */
+/* pids of every job not yet reaped: *n set, array owned by caller. */
 pid_t		*job_live_pids(size_t *n);
+/* Whether pid is a job's process not yet reaped (constant time: the orphan scan's test). */
+int		 job_is_live(pid_t);
+/*
+ * Whether a job that ran outside a jail has ended (reaped or freed) since the
+ * last call, which clears it. Only such a job can leave an escaped descendant
+ * to the daemon: a jailed one's whole PID namespace dies with its init.
+ */
+int		 job_orphans_possible(void);
 /* Wait (blocking) for a job's process and dispatch it as job_reaped would. */
 void		 job_wait(struct job *);
 

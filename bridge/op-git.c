@@ -1,4 +1,5 @@
 /* op "git": the remote helper's network leg, served by shimbridge-git as the runner. */
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -21,10 +23,12 @@
 #include "conn.h"
 #include "gitcontract.h"
 #include "ghmint.h"
-#include "gitop.h"
+#include "profile.h"
+#include "profile-git.h"
 #include "httppolicy.h"
 #include "inject.h"
 #include "keyring.h"
+#include "log.h"
 #include "ops.h"
 #include "proto.h"
 #include "redact.h"
@@ -38,6 +42,11 @@
 /* What op "git" keeps for one request. */
 struct op_git_state {
 	struct conn		*c;
+	TAILQ_ENTRY(op_git_state) entry;	/* in op_git_live while it has a mirror */
+	char			*mirror;	/* the mirror it works on, or NULL */
+	char			*refs_path;	/* the SHIMBRIDGE_UPSTREAM_REFS FIFO, or NULL */
+	int			 refs_fd;	/* its end (O_RDWR), or -1 */
+	int			 refs_said;	/* the message is written */
 	int			 refusal;	/* read end of the refusal pipe, or -1 */
 	int			 netns;		/* the child's network namespace, or -1 */
 	struct inject		*inj;		/* its upstream leg's injector, or NULL */
@@ -45,7 +54,11 @@ struct op_git_state {
 	char			*repo;		/* OWNER/NAME, the injector's scope */
 	const char		*repos[1];
 	struct httppolicy_scope	 scope;
+	struct timespec		 spawned;	/* when the child was started */
 };
+
+/* Every request that has a mirror (for op_git_claim). */
+static TAILQ_HEAD(, op_git_state) op_git_live = TAILQ_HEAD_INITIALIZER(op_git_live);
 
 /* Free a request's state (with its conn). */
 static void
@@ -55,6 +68,13 @@ op_git_state_free(void *arg)
 
 	if (st == NULL)
 		return;
+	if (st->mirror != NULL) {
+		TAILQ_REMOVE(&op_git_live, st, entry);
+		free(st->mirror);
+	}
+	if (st->refs_fd != -1)
+		close(st->refs_fd);
+	free(st->refs_path);
 	inject_free(st->inj);
 	if (st->netns != -1)
 		close(st->netns);
@@ -70,7 +90,7 @@ op_git_state_free(void *arg)
  * to shimbridge-git as fd 3, its read end stays with the conn for op_git_done.
  */
 static int
-op_git_refusal_pipe(struct op_git_state *st, struct gitop *g, int *wfd, char **cause)
+op_git_refusal_pipe(struct op_git_state *st, struct profile_git_req *g, int *wfd, char **cause)
 {
 	char num[16];
 	int p[2];
@@ -120,6 +140,90 @@ op_git_audit(void *arg, const char *summary, int status, unsigned long long up,
 	audit_write(a, conn_redact(st->c));
 }
 
+/* Write the upstream-refs message (or "none") to the FIFO, once. */
+static void
+op_git_refs_say(struct op_git_state *st, const char *msg, size_t len)
+{
+	ssize_t n;
+
+	if (st->refs_fd == -1 || st->refs_said)
+		return;
+	st->refs_said = 1;
+	/* At most GITC_REFS_MAX bytes into an empty pipe: never blocks, never short. */
+	n = write(st->refs_fd, msg, len);
+	if (n != (ssize_t)len && msg[0] != 'n')
+		(void)!write(st->refs_fd, "none\n", 5);	/* shimbridge-git fetches */
+}
+
+/*
+ * The prefetched ref list arrived (body NULL: it will not): tell shimbridge-git
+ * upstream's heads and tags, or that it must fetch to know.
+ */
+static void
+op_git_prefetched(void *arg, const unsigned char *body, size_t len)
+{
+	struct op_git_state *st = arg;
+	char *msg;
+	size_t mlen;
+
+	if (body == NULL || profile_git_refs(body, len, &msg, &mlen) != 0) {
+		op_git_refs_say(st, "none\n", 5);
+		return;
+	}
+	op_git_refs_say(st, msg, mlen);
+	free(msg);
+}
+
+/*
+ * The FIFO of SHIMBRIDGE_UPSTREAM_REFS in the call's scratch directory: made by
+ * the daemon before the child exists, kept open (read-write, so it never blocks
+ * and its contents live until the call ends) for op_git_prefetched to write to.
+ */
+static int
+op_git_refs_fifo(struct op_git_state *st, const char *scratch)
+{
+	char *path;
+	int fd = -1;
+
+	xasprintf(&path, "%s/upstream-refs", scratch);
+	if (mkfifo(path, 0600) != 0 || (fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC |
+	    O_NOFOLLOW)) == -1 || fchmod(fd, 0644) != 0) {
+		if (fd != -1)
+			close(fd);
+		log_warnx("git: %s: %s", path, strerror(errno));
+		free(path);
+		return -1;
+	}
+	st->refs_fd = fd;
+	st->refs_path = path;
+	return 0;
+}
+
+/*
+ * Register st as working on mirror. A ref list prefetched before the mirror's lock
+ * is held is good only while no other call works on that mirror: another call's
+ * push or fetch moves its refs, and a refresh from an older list would prune or
+ * rewind them. So any other live call on it loses its prefetch, and this one may
+ * prefetch (returns 1) only if there is none.
+ */
+static int
+op_git_claim(struct op_git_state *st, const char *mirror)
+{
+	struct op_git_state *o;
+	int alone = 1;
+
+	TAILQ_FOREACH(o, &op_git_live, entry) {
+		if (strcmp(o->mirror, mirror) == 0) {
+			inject_prefetch_drop(o->inj);
+			op_git_refs_say(o, "none\n", 5);
+			alone = 0;
+		}
+	}
+	st->mirror = xstrdup(mirror);
+	TAILQ_INSERT_TAIL(&op_git_live, st, entry);
+	return alone;
+}
+
 /*
  * The upstream leg without the token (issue 10.8): a network namespace for the
  * child with only loopback, the daemon's listener inside it, and an injector on
@@ -128,12 +232,12 @@ op_git_audit(void *arg, const char *summary, int status, unsigned long long up,
  * Fills via with the URL base shimbridge-git gets instead of the host's.
  */
 static int
-op_git_inject(struct conn *c, struct op_git_state *st, const struct gitop *g, char *via,
+op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_req *g, char *via,
     size_t vialen, char **cause)
 {
 	const struct git_host *gh = config_git_host(c->cfg, g->host);
 	struct inject_target t;
-	char *upstream;
+	char *upstream, *pf = NULL, *pfwhy = NULL;
 	int lfd, port, one = 1;
 
 	if (jail_netns_listen(&st->netns, &lfd, &port, cause) != 0)
@@ -149,7 +253,7 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct gitop *g, ch
 	st->scope.api = HTTP_API_GIT;
 	st->scope.repos = st->repos;
 	st->scope.nrepos = 1;
-	st->scope.allow_push = strcmp(g->service, "receive-pack") == 0;
+	st->scope.allow_push = g->svc->push;
 	st->secret_name = xstrdup(g->secret_name);
 	upstream = xstrdup(gh->upstream);
 	if (upstream[0] != '\0' && upstream[strlen(upstream) - 1] == '/')
@@ -163,11 +267,27 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct gitop *g, ch
 	t.scope = &st->scope;
 	t.secret = op_git_secret;
 	t.audit = op_git_audit;
+	t.prefetched = op_git_prefetched;
 	t.arg = st;
 	st->inj = inject_new(c->srv->base, lfd, &t, cause);	/* lfd transferred */
 	free(upstream);
 	if (st->inj == NULL)
 		return -1;
+	/*
+	 * Every call starts by refreshing (or creating) the mirror with a protocol v0
+	 * fetch (gitserve/gitmirror.c), whose first request is upstream's ref list:
+	 * ask for it now, while the jail and shimbridge-git start. A failure here only
+	 * means git's own request goes upstream.
+	 */
+	xasprintf(&pf, "/%s/%s.git/info/refs?service=git-upload-pack", g->owner, g->name);
+	if (op_git_claim(st, g->mirror)) {
+		if (inject_prefetch(st->inj, pf, &pfwhy) != 0)
+			log_warnx("git: %s", pfwhy);
+		else
+			(void)op_git_refs_fifo(st, c->scratch);
+	}
+	free(pf);
+	free(pfwhy);
 	snprintf(via, vialen, "http://127.0.0.1:%d", port);
 	return 0;
 }
@@ -176,7 +296,7 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct gitop *g, ch
 void
 op_git(struct conn *c, json_t *req)
 {
-	struct gitop g;
+	struct profile_git_req g;
 	struct jail_spec js;
 	struct op_git_state *st;
 	struct key *gk;
@@ -185,12 +305,12 @@ op_git(struct conn *c, json_t *req)
 	int wfd = -1, jailed = c->srv->jail_root != NULL;
 
 	memset(&g, 0, sizeof g);
-	c->tool = xstrdup("git");
+	c->tool = xstrdup(profile_git.name);
 	if (request_check_env(json_object_get(req, "env"), &why) != 0) {
 		conn_protocol_error(c, why);
 		return;
 	}
-	if (gitop_prepare(c->cfg, c->session, req, &g, &msg, &cause) != 0) {
+	if (profile_git_prepare(c->cfg, c->session, req, &g, &msg, &cause) != 0) {
 		c->argv = g.audit_argv != NULL ? json_incref(g.audit_argv) : NULL;
 		if (msg == NULL) {
 			conn_protocol_error(c, cause);
@@ -236,7 +356,7 @@ op_git(struct conn *c, json_t *req)
 	}
 	st = xcalloc(1, sizeof *st);
 	st->c = c;
-	st->refusal = st->netns = -1;
+	st->refusal = st->netns = st->refs_fd = -1;
 	c->op_state = st;
 	c->op_state_free = op_git_state_free;
 	/*
@@ -249,10 +369,13 @@ op_git(struct conn *c, json_t *req)
 		    "connection; nothing was sent. Tell the operator.");
 		goto out;
 	}
-	if (gitop_env(&g, c->scratch, jailed ? via : NULL, &cause) != 0) {
+	if (profile_git_env(&g, c->scratch, jailed ? via : NULL, &cause) != 0) {
 		conn_deny(c, ERR_UNAVAILABLE, "git preparation failed", cause);
 		goto out;
 	}
+	if (st->refs_path != NULL)
+		envbuild_set(g.env, GITC_ENV_UPSTREAM_REFS, st->refs_path,
+		    strlen(st->refs_path), 0);
 	if (op_git_refusal_pipe(st, &g, &wfd, &cause) != 0) {
 		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare git (no pipe); "
 		    "nothing was sent. Tell the operator.");
@@ -268,9 +391,9 @@ op_git(struct conn *c, json_t *req)
 	 * pkt-line lengths, and holding back a trailing "0000" flush would deadlock
 	 * the conversation, so only stderr goes through the redactor.
 	 */
-	c->red_out = NULL;
+	c->red_out = profile_git.raw_stdout ? NULL : conn_redactor(c);
 	c->red_err = conn_redactor(c);
-	if (c->red_err == NULL) {
+	if (c->red_err == NULL || (!profile_git.raw_stdout && c->red_out == NULL)) {
 		conn_deny(c, ERR_INTERNAL, "redactor", "the bridge could not set up output "
 		    "redaction; nothing was sent. Tell the operator.");
 		goto out;
@@ -286,6 +409,7 @@ op_git(struct conn *c, json_t *req)
 		jail_spec_bind(&js, mdir, 1);
 	}
 	c->child_fd3 = wfd;
+	clock_gettime(CLOCK_MONOTONIC, &st->spawned);
 	conn_start(c, c->cfg->git_helper, g.argv, g.env, -1, c->scratch, c->cfg->git_timeout,
 	    jailed ? &js.j : NULL);
 	c->child_fd3 = 0;
@@ -293,7 +417,7 @@ out:
 	/* Only the child's processes may hold the write end. */
 	if (wfd != -1)
 		close(wfd);
-	gitop_clear(&g);
+	profile_git_clear(&g);
 	free(mdir);
 	free(cause);
 	free(msg);
@@ -358,6 +482,53 @@ op_git_messages(struct conn *c, const char *text, size_t len)
 	free(redparts);
 }
 
+/* Milliseconds from the request's start to t. */
+static double
+op_git_ms(const struct conn *c, const struct timespec *t)
+{
+	return (double)(t->tv_sec - c->start.tv_sec) * 1e3 +
+	    (double)(t->tv_nsec - c->start.tv_nsec) / 1e6;
+}
+
+/*
+ * One "T <phase> <ns>" record from shimbridge-git into the phases object, as
+ * milliseconds since the request started; a malformed or repeated one is ignored
+ * (the runner wrote it; it only ever moves a timing).
+ */
+static void
+op_git_phase(const struct conn *c, json_t *ph, const char *p, size_t len)
+{
+	struct timespec t;
+	const char *name;
+	unsigned long long ns;
+
+	if (profile_git_phase(p, len, &name, &ns) != 0 || json_object_get(ph, name) != NULL)
+		return;
+	t.tv_sec = (time_t)(ns / 1000000000ULL);
+	t.tv_nsec = (long)(ns % 1000000000ULL);
+	json_object_set_new(ph, name, json_real(op_git_ms(c, &t)));
+}
+
+/*
+ * The call's phases as one audit record, in milliseconds since the request started:
+ * "spawn" (the bridge starts the jailed child), shimbridge-git's marks (see
+ * GITC_PHASE_*) and "done" (the child is gone and its output drained).
+ */
+static void
+op_git_phases(struct conn *c, const struct op_git_state *st, json_t *ph)
+{
+	struct timespec now;
+	json_t *a;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (st->spawned.tv_sec != 0 || st->spawned.tv_nsec != 0)
+		json_object_set_new(ph, "spawn", json_real(op_git_ms(c, &st->spawned)));
+	json_object_set_new(ph, "done", json_real(op_git_ms(c, &now)));
+	a = conn_audit_base(c, "git-phases");
+	json_object_set_new(a, "ms", ph);	/* transferred */
+	audit_write(a, conn_redact(c));
+}
+
 /*
  * The call is over. A push the git policy refused inside shimbridge-git's
  * pre-receive hook ends with git's exit 0, so the hook writes what it said to the
@@ -371,9 +542,9 @@ op_git_done(struct conn *c)
 	struct { char *buf; size_t len, max; } rec[2] = {
 		{ NULL, 0, GITC_REFUSAL_MAX }, { NULL, 0, GITC_PIPE_MAX } };
 	char *in, *p, *eol;
-	size_t len = 0, cap = GITC_REFUSAL_MAX + GITC_PIPE_MAX + 64, i, n;
+	size_t len = 0, cap = GITC_REFUSAL_MAX + GITC_PIPE_MAX + 1024, i, n;
 	ssize_t r;
-	json_t *a;
+	json_t *a, *ph;
 
 	if (st == NULL)
 		return;
@@ -381,6 +552,7 @@ op_git_done(struct conn *c)
 	if (st->refusal == -1)
 		return;
 	in = xmalloc(cap + 1);
+	ph = json_object();
 	while (len < cap) {
 		r = read(st->refusal, in + len, cap - len);
 		if (r < 0 && errno == EINTR)
@@ -397,6 +569,10 @@ op_git_done(struct conn *c)
 	for (p = in; p < in + len; p = eol + 1) {
 		if ((eol = memchr(p, '\n', (size_t)(in + len - p))) == NULL)
 			eol = in + len;
+		if (eol - p > 2 && p[0] == 'T' && p[1] == ' ') {
+			op_git_phase(c, ph, p + 2, (size_t)(eol - p) - 2);
+			continue;
+		}
 		if (eol - p < 2 || p[1] != ' ' || (p[0] != 'R' && p[0] != 'M'))
 			continue;	/* not a record: ignored */
 		i = p[0] == 'M';
@@ -408,6 +584,7 @@ op_git_done(struct conn *c)
 		rec[i].len += n;
 	}
 	op_git_messages(c, rec[1].buf, rec[1].len);
+	op_git_phases(c, st, ph);
 	if (rec[0].len > 0) {
 		a = conn_audit_base(c, "denied");
 		/* The runner wrote it: jansson escapes it; invalid UTF-8 is not logged raw. */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "platform.h"
 #include "util.h"
 
@@ -85,71 +86,78 @@ platform_subreaper(void)
 #endif
 }
 
-/* Whether pid is in keep[]. */
-static int
-platform_kept(pid_t pid, const pid_t *keep, size_t nkeep)
-{
-	size_t i;
-
-	for (i = 0; i < nkeep; i++) {
-		if (keep[i] == pid)
-			return 1;
-	}
-	return 0;
-}
-
 /*
- * Our children from /proc/self/task/TID/children (one small read instead of a scan
- * of every process); -1 when the kernel lacks it.
+ * Our children from /proc/self/task/TID/children, read whole however long (one
+ * read per 64 KiB instead of a scan of every process); -1 when the kernel lacks it.
  */
 static int
-platform_kill_children(pid_t self, const pid_t *keep, size_t nkeep)
+platform_kill_children(pid_t self, int (*keep)(pid_t))
 {
 #if defined(__linux__)
-	char path[64], buf[8192], *p, *end;
+	char path[64], *buf = NULL, *p, *end;
+	size_t len = 0, cap = 0;
 	ssize_t n;
 	int fd, killed = 0;
 
 	snprintf(path, sizeof path, "/proc/self/task/%ld/children", (long)self);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -1;
-	n = read(fd, buf, sizeof buf - 1);
+	for (;;) {
+		if (cap - len < 4096) {
+			cap = cap ? cap * 2 : 16384;
+			buf = xreallocarray(buf, cap, 1);
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
 	close(fd);
-	if (n < 0 || n == (ssize_t)sizeof buf - 1)
-		return -1;	/* unreadable or possibly cut: scan instead */
-	buf[n] = '\0';
+	if (n < 0) {
+		free(buf);
+		return -1;
+	}
+	buf[len] = '\0';
 	for (p = buf; *p != '\0'; p = end) {
 		long pid = strtol(p, &end, 10);
 
 		if (end == p)
 			break;
-		if (pid > 0 && !platform_kept((pid_t)pid, keep, nkeep) &&
-		    kill((pid_t)pid, SIGKILL) == 0)
+		if (pid > 0 && !keep((pid_t)pid) && kill((pid_t)pid, SIGKILL) == 0)
 			killed++;
 	}
+	free(buf);
 	return killed;
 #else
 	(void)self;
 	(void)keep;
-	(void)nkeep;
 	return -1;
 #endif
 }
 
-/* SIGKILL every child of ours that is not a tracked request child. */
+/* SIGKILL every child of ours that keep() does not claim. */
 int
-platform_kill_orphans(const pid_t *keep, size_t nkeep)
+platform_kill_orphans(int (*keep)(pid_t))
 {
 #if defined(__linux__)
 	char path[64], buf[512], *p;
 	struct dirent *de;
 	pid_t self = getpid();
+	static int warned;
 	int killed = 0;
 	DIR *d;
 
 	/* Single-threaded: the main thread's children are all of ours. */
-	if ((killed = platform_kill_children(self, keep, nkeep)) >= 0)
+	if ((killed = platform_kill_children(self, keep)) >= 0)
 		return killed;
+	/* A kernel without CONFIG_PROC_CHILDREN: every process must be looked at. */
+	if (!warned) {
+		warned = 1;
+		log_warnx("this kernel has no /proc/PID/task/TID/children: the orphan scan "
+		    "reads every process on the host");
+	}
 	killed = 0;
 	if ((d = opendir("/proc")) == NULL)
 		return -1;
@@ -170,7 +178,7 @@ platform_kill_orphans(const pid_t *keep, size_t nkeep)
 		/* comm may hold spaces and parentheses: parse after the last ')'. */
 		if ((p = strrchr(buf, ')')) == NULL || sscanf(p + 1, " %*c %ld", &ppid) != 1)
 			continue;
-		if (ppid != self || platform_kept((pid_t)pid, keep, nkeep))
+		if (ppid != self || keep((pid_t)pid))
 			continue;
 		if (kill((pid_t)pid, SIGKILL) == 0)
 			killed++;
@@ -179,7 +187,6 @@ platform_kill_orphans(const pid_t *keep, size_t nkeep)
 	return killed;
 #else
 	(void)keep;
-	(void)nkeep;
 	return 0;
 #endif
 }

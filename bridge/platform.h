@@ -13,8 +13,12 @@ int	platform_peercred(int fd, uid_t *uid, gid_t *gid, pid_t *pid);
 int	platform_harden_self(void);
 /* Become the reaper of orphaned descendants, so detached grandchildren come back to us. */
 int	platform_subreaper(void);
-/* Kill every child of ours that is not in keep[] (escaped grandchildren). Returns how many. */
-int	platform_kill_orphans(const pid_t *keep, size_t nkeep);
+/*
+ * Kill every child of ours for which keep(pid) is 0 (escaped grandchildren).
+ * Returns how many. Reads /proc/self/task/TID/children whole: the cost follows
+ * our own children, not the host's processes.
+ */
+int	platform_kill_orphans(int (*keep)(pid_t));
 /* In a freshly forked child: forbid gaining privileges through exec (no-new-privs). */
 int	platform_no_new_privs(void);
 /* In a child after the uid change: die with SIGKILL when the daemon dies. */

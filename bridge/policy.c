@@ -6,7 +6,7 @@
 #include <strings.h>
 
 #include "config.h"
-#include "gitop.h"
+#include "profile-git.h"
 #include "policy.h"
 #include "profile.h"
 #include "util.h"
@@ -181,7 +181,7 @@ policy_profile(const struct config *c, const struct session *s, const struct too
 	if (ctx != NULL) {
 		pa.branch = ctx->branch;
 		if (ctx->remote_url != NULL &&
-		    gitop_parse_url(ctx->remote_url, &host, &owner, &name, &uwhy) == 0) {
+		    profile_git_parse_url(ctx->remote_url, &host, &owner, &name, &uwhy) == 0) {
 			xasprintf(&repo, "%s/%s", owner, name);
 			pa.ctx_host = host;
 			pa.ctx_repo = repo;

@@ -18,6 +18,7 @@ static const struct profile profile_generic_def = {
 static const struct profile *const profiles[] = {
 	&profile_generic_def,
 	&profile_gh,
+	&profile_git,
 };
 
 /* The profile with this name, or NULL. */
@@ -40,7 +41,7 @@ profile_generic(void)
 	return &profile_generic_def;
 }
 
-/* "generic", "gh": the names a config may use. */
+/* "generic", "gh": the names a tool may use (not those served by an op). */
 const char *
 profile_names(void)
 {
@@ -50,8 +51,10 @@ profile_names(void)
 	if (buf[0] != '\0')
 		return buf;
 	for (i = 0; i < sizeof profiles / sizeof profiles[0]; i++) {
+		if (profiles[i]->op != NULL)
+			continue;
 		len += (size_t)snprintf(buf + len, sizeof buf - len, "%s\"%s\"",
-		    i == 0 ? "" : ", ", profiles[i]->name);
+		    len == 0 ? "" : ", ", profiles[i]->name);
 		if (len >= sizeof buf)
 			break;
 	}

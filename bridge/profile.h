@@ -37,6 +37,13 @@ struct profile_args {
 	const void	 *arg;
 };
 
+/* A network service a profile served by an op of its own offers (git's two). */
+struct profile_service {
+	const char	*name;		/* as the request names it: "git-upload-pack" */
+	const char	*helper;	/* as the helper's contract names it: "upload-pack" */
+	int		 push;		/* it writes upstream (the injector allows a push) */
+};
+
 /* Keys a profile accepts in its tool's config entry, besides the common ones. */
 #define PROFILE_KEY_HOST	0x1	/* "host" */
 #define PROFILE_KEY_CA_FILE	0x2	/* "ca_file" */
@@ -71,13 +78,24 @@ struct profile {
 				    const struct policy_ctx *, struct envbuild *);
 	/* A warning about the installed binary (admin-driven --check only), or NULL. */
 	char			*(*version_warning)(const char *path);
+
+	/*
+	 * A profile served by an op of its own (git: op "git", bridge/op-git.c),
+	 * never a "tools" entry: the op name, then what that op reads from here.
+	 */
+	const char		 *op;
+	const struct profile_service *services;	/* the services it may serve */
+	size_t			  nservices;
+	const char *const	 *fixed_env;	/* name, value, ..., NULL: every call's base */
+	const char		 *default_username;	/* HTTP Basic user for the secret */
+	int			  raw_stdout;	/* stdout is a protocol stream: not redacted */
 };
 
 /* The profile with this name, or NULL. */
 const struct profile	*profile_find(const char *name);
 /* The profile for tools that name none: argv rules only. */
 const struct profile	*profile_generic(void);
-/* Names of all profiles, for messages: "generic", "gh". */
+/* Names of the profiles a tool may name, for messages: "generic", "gh". */
 const char		*profile_names(void);
 /* Install a profile's built-in rules (and help) on a tool that has no rules. */
 void			 profile_default_rules(struct tool *);
@@ -95,5 +113,6 @@ void			 profile_files_apply(char **argv, size_t argc,
 			    const struct policy_ctx *, char *const *copies);
 
 extern const struct profile profile_gh;
+extern const struct profile profile_git;
 
 #endif

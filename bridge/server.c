@@ -4,6 +4,7 @@
  * per peer (conn.c), one job per child (job.c), one file per op (op-*.c).
  */
 #include <sys/queue.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -12,6 +13,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@
 #include <jansson.h>
 
 #include "audit.h"
+#include "cgroup.h"
 #include "config.h"
 #include "conn.h"
 #include "hygiene.h"
@@ -58,13 +61,10 @@ server_session_running(const struct server *srv, const struct session *s)
 static void
 server_kill_orphans(struct server *srv)
 {
-	size_t n;
-	pid_t *keep = job_live_pids(&n);
 	int killed;
 
 	(void)srv;
-	killed = platform_kill_orphans(keep, n);
-	free(keep);
+	killed = platform_kill_orphans(job_is_live);
 	if (killed > 0)
 		log_info("killed %d escaped descendant process%s", killed, killed == 1 ? "" : "es");
 }
@@ -84,8 +84,16 @@ server_sigchld(evutil_socket_t sig, short what, void *arg)
 	 * and coalesced: it reads every process on hosts whose kernel has no
 	 * /proc/.../children, and must not sit on each request's path.
 	 */
-	while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-		any |= job_reaped(pid, status);
+	/*
+	 * A jailed job's tree died with its PID namespace: nothing to look for.
+	 * A pid that was no job's was an orphan we killed: its own children have
+	 * just become ours, so look again.
+	 */
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (job_reaped(pid, status) == 0)
+			any = 1;
+	}
+	any |= job_orphans_possible();
 	if (any && !evtimer_pending(srv->ev_orphans, NULL)) {
 		struct timeval tv = { 0, 50000 };
 
@@ -119,6 +127,7 @@ server_sweep(evutil_socket_t fd, short what, void *arg)
 	}
 	if (waiting)
 		server_kill_orphans(srv);
+	cgroup_sweep();
 	renew_sweep(srv->base, srv->keyring, srv->cfg);
 }
 
@@ -241,6 +250,37 @@ server_accept_error(struct evconnlistener *l, void *arg)
 	}
 }
 
+/*
+ * Sessions of old that new no longer has: their running calls are killed (with
+ * the session's cgroup, where cgroups are in use, everything they started).
+ */
+static void
+server_sessions_removed(struct server *srv, const struct config *old,
+    const struct config *nc)
+{
+	struct conn *c;
+	size_t i, k;
+	int n;
+
+	for (i = 0; i < old->nsessions; i++) {
+		const char *name = old->sessions[i].name;
+
+		for (k = 0; k < nc->nsessions; k++) {
+			if (strcmp(nc->sessions[k].name, name) == 0)
+				break;
+		}
+		if (k < nc->nsessions)
+			continue;
+		if (cgroup_enabled() && (n = cgroup_session_kill(name)) > 0)
+			log_info("session %s was removed: killed the %d process%s in its cgroup",
+			    name, n, n == 1 ? "" : "es");
+		TAILQ_FOREACH(c, &srv->conns, entry) {
+			if (c->session != NULL && strcmp(c->session->name, name) == 0)
+				conn_session_removed(c);
+		}
+	}
+}
+
 /* SIGHUP: load the new config next to the old; swap only if it is valid. */
 static void
 server_reload(struct server *srv)
@@ -276,6 +316,7 @@ server_reload(struct server *srv)
 	}
 	free(warn);
 	audit_syslog(nc->audit_syslog);
+	server_sessions_removed(srv, srv->cfg, nc);
 	config_unref(srv->cfg);
 	srv->cfg = nc;
 	json_object_set_new(a, "ok", json_true());
@@ -447,6 +488,24 @@ server_clean_scratch(const char *dir)
 	closedir(d);
 }
 
+/*
+ * Every connection is a descriptor and every running call three more: take the
+ * whole hard limit (systemd's default soft limit is 1024, LimitNOFILE= sets the
+ * hard one). Children get their own limit back (spawn.c).
+ */
+static void
+server_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		log_warnx("cannot raise the open-file limit to %llu: %s",
+		    (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 static int	server_jail = 1;	/* cleared by --no-jail */
 
 /* Run tools without the per-call jail (measurements only). */
@@ -497,10 +556,18 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	srv.config_path = config_path;
 	srv.started = time(NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * The relay allocates and frees buffers of up to a few hundred KiB at a high
+	 * rate: without these, glibc hands them back to the kernel (brk shrink or
+	 * munmap) after each use and every byte relayed pays a page fault.
+	 */
+	(void)mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
+	(void)mallopt(M_TRIM_THRESHOLD, 16 * 1024 * 1024);
 	if (platform_harden_self() != 0)
 		log_warnx("cannot make the daemon non-dumpable: %s", strerror(errno));
 	if (platform_subreaper() != 0)
 		log_warnx("cannot become a subreaper: %s", strerror(errno));
+	server_nofile();
 	if (hygiene_mkdir_root(cfg->state_dir, 0755, 1, cause) != 0)
 		return -1;
 	server_kill_runners(cfg);
@@ -522,6 +589,16 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");
 	if (audit_open(cfg->audit_path, cause) != 0)
 		goto out;
+	/* Before the socket exists: whoever can connect finds the containment decided. */
+	{
+		char *msg;
+
+		if (cgroup_init(&msg))
+			log_info("%s", msg);
+		else
+			log_warnx("%s", msg);
+		free(msg);
+	}
 	if ((srv.base = event_base_new()) == NULL) {
 		*cause = xstrdup("cannot create the event loop");
 		goto out;
@@ -587,6 +664,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 out:
 	while ((c = TAILQ_FIRST(&srv.conns)) != NULL)
 		conn_free(c);
+	cgroup_shutdown();
 	renew_stop_all();
 	for (i = 0; i < srv.nlev; i++)
 		evconnlistener_free(srv.lev[i]);

@@ -5,6 +5,9 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#if defined(__linux__)
+#include <linux/sched.h>
+#endif
 
 #include <dirent.h>
 #include <errno.h>
@@ -389,6 +392,29 @@ spawn_nonblock(int fd)
 	return fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/*
+ * clone3 with flags (no new stack: the child goes on like a fork) into the cgroup
+ * of cgroup_fd; -1 with errno.
+ */
+static pid_t
+spawn_clone3(unsigned long long flags, int cgroup_fd)
+{
+#if defined(__linux__) && defined(SYS_clone3) && defined(CLONE_INTO_CGROUP)
+	struct clone_args ca;
+
+	memset(&ca, 0, sizeof ca);
+	ca.flags = flags | CLONE_INTO_CGROUP;
+	ca.exit_signal = SIGCHLD;
+	ca.cgroup = (unsigned long long)cgroup_fd;
+	return (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+#else
+	(void)flags;
+	(void)cgroup_fd;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
 /* Fork and exec; wait only for the exec to succeed or fail. */
 int
 spawn_child(const struct spawn_req *r, struct child *c, char **cause)
@@ -424,8 +450,12 @@ spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 		 * fork, on its copy of this stack (a separate static stack confuses
 		 * sanitizers' stack bookkeeping). It never returns from here.
 		 */
-		pid = (pid_t)syscall(SYS_clone, (unsigned long)(jail_clone_flags(r->jail) |
-		    SIGCHLD), NULL, NULL, NULL, 0UL);
+		if (r->cgroup_fd > 2)
+			pid = spawn_clone3((unsigned long long)jail_clone_flags(r->jail),
+			    r->cgroup_fd);
+		else
+			pid = (pid_t)syscall(SYS_clone, (unsigned long)(jail_clone_flags(r->jail) |
+			    SIGCHLD), NULL, NULL, NULL, 0UL);
 		if (pid == 0)
 			_exit(spawn_jail_init(&ja));
 		if (pid < 0) {
@@ -440,8 +470,17 @@ spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 		 * exec (which we wait for anyway). The child only makes system calls on
 		 * its own stack frames and never returns from here.
 		 */
-		if ((pid = vfork()) < 0) {
-			xasprintf(cause, "vfork: %s", strerror(errno));
+		/*
+		 * Into a cgroup: clone3 with CLONE_VFORK but its own memory (a raw
+		 * CLONE_VM child cannot safely return through our stack frames).
+		 */
+		if (r->cgroup_fd > 2)
+			pid = spawn_clone3(CLONE_VFORK, r->cgroup_fd);
+		else
+			pid = vfork();
+		if (pid < 0) {
+			xasprintf(cause, "%s: %s", r->cgroup_fd > 2 ? "clone3" : "vfork",
+			    strerror(errno));
 			goto fail;
 		}
 		if (pid == 0)

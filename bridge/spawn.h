@@ -32,6 +32,12 @@ struct spawn_req {
 	 * a jail cwd_fd must be -1: give cwd as a path visible inside the jail.
 	 */
 	const struct jail *jail;
+	/*
+	 * > 2: a cgroup's directory fd (bridge/cgroup.h); the child is cloned
+	 * straight into it (clone3 CLONE_INTO_CGROUP), so it and everything it
+	 * forks are inside from the first instruction. 0: the daemon's cgroup.
+	 */
+	int		  cgroup_fd;
 };
 
 struct child {

@@ -1,5 +1,5 @@
 /*
- * The contract between the bridge (bridge/gitop.c, the daemon's git op) and
+ * The contract between the bridge (bridge/profile-git.c, the daemon's git op) and
  * shimbridge-git (gitserve/): the environment the bridge builds for it, the fd it
  * may hand over, and the exit codes it returns. docs/PROTOCOL.md ("The git helper
  * contract") is the prose half of this header; change both together.
@@ -38,6 +38,17 @@
 #define GITC_ENV_PROTOCOL	"SHIMBRIDGE_GIT_PROTOCOL"
 /* Optional: "1" when the sandbox's git asked for progress (option progress true). */
 #define GITC_ENV_PROGRESS	"SHIMBRIDGE_PROGRESS"
+/*
+ * Optional: the absolute path of a FIFO on which the bridge says what upstream's
+ * heads and tags were when the call began (the ref list it prefetched): "refs\n",
+ * then "<oid> <ref>\n" for each, then "end\n"; or "none\n" when it cannot say.
+ * When they are exactly the mirror's, shimbridge-git skips its pre-fetch (git
+ * fetch would find nothing to do).
+ */
+#define GITC_ENV_UPSTREAM_REFS	"SHIMBRIDGE_UPSTREAM_REFS"
+#define GITC_REFS_MAX		(60 * 1024)	/* the whole message fits in a pipe */
+/* Optional: "1" to mark the call's phases as "T" records on the refusal pipe. */
+#define GITC_ENV_PHASES		"SHIMBRIDGE_PHASES"
 /* Optional: the decimal number of the refusal fd (GITC_REFUSAL_FD) when one is given. */
 #define GITC_ENV_REFUSAL_FD	"SHIMBRIDGE_REFUSAL_FD"
 
@@ -53,13 +64,25 @@
  *               instead of to stderr when shimbridge-git holds no credential (its
  *               hook's stderr travels inside the pack protocol, which cannot be
  *               redacted): the bridge redacts it and shows it on the sandbox's
- *               stderr (at most GITC_PIPE_MAX bytes in all).
+ *               stderr (at most GITC_PIPE_MAX bytes in all);
+ *   "T <phase> <ns>"  the CLOCK_MONOTONIC time (nanoseconds, decimal) at which a
+ *               phase of the call was reached, for the audit log's "git-phases"
+ *               record: one of the GITC_PHASE_* names, each at most once; only
+ *               when GITC_ENV_PHASES is "1".
  * Only the processes of this one call hold the write end, so no other process of
  * the runner can forge a record.
  */
 #define GITC_REFUSAL_FD		3
 #define GITC_REFUSAL_MAX	2048
 #define GITC_PIPE_MAX		(32 * 1024)
+
+/* The phases of a call shimbridge-git marks with "T" records, in order. */
+#define GITC_PHASE_START	"start"		/* shimbridge-git runs (the jail is up) */
+#define GITC_PHASE_MIRROR	"mirror"	/* mirror locked, created or refreshed */
+#define GITC_PHASE_HOOK		"hook"		/* push: the pack is in the quarantine */
+#define GITC_PHASE_POLICY	"policy"	/* push: every policy check passed */
+#define GITC_PHASE_UPSTREAM	"upstream"	/* push: upstream took the push */
+#define GITC_PHASE_END		"end"		/* upload-pack/receive-pack exited */
 
 /* Exit codes of shimbridge-git (git's own conventions where they exist); any other
  * status is that of git upload-pack/receive-pack. */

@@ -265,6 +265,11 @@ gitenv_load(struct gitctx *ctx, int flags, char **cause)
 	if (flags & GITENV_RELAY) {
 		v = getenv(GITC_ENV_PROGRESS);
 		ctx->progress = v != NULL && strcmp(v, "1") == 0;
+		v = getenv(GITC_ENV_PHASES);
+		ctx->phases = v != NULL && strcmp(v, "1") == 0;
+		v = getenv(GITC_ENV_UPSTREAM_REFS);
+		if (v != NULL && v[0] == '/' && strlen(v) < 4096)
+			ctx->upstream_refs = xstrdup(v);
 		if (gitenv_load_refusal(ctx, cause) != 0)
 			return -1;
 	}
@@ -324,6 +329,7 @@ gitenv_free(struct gitctx *ctx)
 	free(ctx->protocol);
 	free(ctx->home);
 	free(ctx->self);
+	free(ctx->upstream_refs);
 	memset(ctx, 0, sizeof *ctx);
 }
 
@@ -465,6 +471,8 @@ gitenv_child(const struct gitctx *ctx, int runflags)
 		gitenv_push(&envp, &n, GITC_ENV_GIT, ctx->git);
 		if (ctx->progress)
 			gitenv_push(&envp, &n, GITC_ENV_PROGRESS, "1");
+		if (ctx->phases)
+			gitenv_push(&envp, &n, GITC_ENV_PHASES, "1");
 	}
 	if ((runflags & GITRUN_REFUSAL) && ctx->refusal_fd != -1) {
 		char	num[16];

@@ -8,6 +8,7 @@
  * process (our grandparent), so it never takes the lock itself.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,26 +142,38 @@ githook_is_ff(const struct gitctx *ctx, const char *gitdir, const struct githook
 	return -1;
 }
 
-/* The branch upstream's HEAD names, from the mirror (without refs/heads/), or NULL. */
+/*
+ * The branch upstream's HEAD names, from the mirror (without refs/heads/), or NULL.
+ * The mirror's HEAD is a symbolic ref we set ("ref: refs/heads/NAME"), read as git
+ * reads it, without starting git for it.
+ */
 static char *
-githook_default_branch(const struct gitctx *ctx, const char *gitdir)
+githook_default_branch(const struct gitctx *ctx)
 {
-	const char	*args[] = { gitdir, "symbolic-ref", "-q", "HEAD", NULL };
-	struct gitbuf	 out;
-	char		*cause = NULL, *name = NULL;
+	char	*path, buf[512];
+	ssize_t	 n;
+	size_t	 len;
+	int	 fd;
 
-	gitbuf_init(&out, GITRUN_OUT_MAX);
-	if (gitrun_cmd(ctx, GITRUN_QUARANTINE | GITRUN_READONLY, args, &out, NULL,
-	    &cause) == 0 && strncmp(gitbuf_str(&out), "refs/heads/", 11) == 0)
-		name = xstrndup(out.data + 11, strcspn(out.data + 11, "\n"));
-	free(cause);
-	gitbuf_free(&out);
-	return name;
+	xasprintf(&path, "%s/HEAD", ctx->mirror);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	free(path);
+	if (fd == -1)
+		return NULL;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 16 || strncmp(buf, "ref: refs/heads/", 16) != 0)
+		return NULL;
+	buf[n] = '\0';
+	len = strcspn(buf + 16, "\n");
+	if (len == 0 || buf[16 + len] != '\n')
+		return NULL;
+	return xstrndup(buf + 16, len);
 }
 
 /* Whether a branch takes no direct push ("HEAD" in the list stands for the default). */
 static int
-githook_no_push(const struct gitctx *ctx, const char *gitdir, const char *branch)
+githook_no_push(const struct gitctx *ctx, const char *branch)
 {
 	char	*def;
 	int	 yes;
@@ -169,7 +182,7 @@ githook_no_push(const struct gitctx *ctx, const char *gitdir, const char *branch
 		return 1;
 	if (!gitenv_in_list(&ctx->no_push, "HEAD"))
 		return 0;
-	def = githook_default_branch(ctx, gitdir);
+	def = githook_default_branch(ctx);
 	yes = def != NULL && strcmp(def, branch) == 0;
 	free(def);
 	return yes;
@@ -228,7 +241,7 @@ githook_check_ref(const struct gitctx *ctx, const char *gitdir, struct githook_i
 		    "branch with another name, for example git push origin HEAD:my-change.");
 		return -1;
 	}
-	if (githook_no_push(ctx, gitdir, name)) {
+	if (githook_no_push(ctx, name)) {
 		gitmsg_say("refusing to %s branch '%s': the shimbridge policy takes no direct "
 		    "pushes to it; work reaches it through pull requests. Push to a new branch "
 		    "(git push origin HEAD:my-change) and open a pull request with gh pr "
@@ -617,6 +630,7 @@ githook_pre_receive(int argc, char **argv)
 	if (gitenv_load(&ctx, GITENV_MIRROR | GITENV_UPSTREAM | GITENV_CRED | GITENV_POLICY |
 	    GITENV_GIT | GITENV_RELAY, &cause) != 0)
 		goto out;
+	gitmsg_phase(&ctx, GITC_PHASE_HOOK);
 	if (chdir("/") != 0) {
 		xasprintf(&cause, "chdir /: %s", strerror(errno));
 		goto out;
@@ -636,8 +650,10 @@ githook_pre_receive(int argc, char **argv)
 		gitmsg_record_refusal(&ctx);
 		goto out;
 	}
+	gitmsg_phase(&ctx, GITC_PHASE_POLICY);
 	if (githook_push(&ctx, gitdir, items, n) != 0)
 		goto out;
+	gitmsg_phase(&ctx, GITC_PHASE_UPSTREAM);
 	rc = GS_EXIT_OK;
 
 out:

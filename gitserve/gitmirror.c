@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,6 +357,49 @@ out:
 }
 
 /*
+ * Whether the mirror's HEAD names a branch that exists as a loose ref (what a fetch
+ * writes): then it resolves, and no git needs to start to say so. 0 means "ask git".
+ */
+static int
+gitmirror_head_loose(const char *mirror)
+{
+	char	*path, buf[512];
+	ssize_t	 n;
+	size_t	 len, i;
+	int	 fd;
+
+	xasprintf(&path, "%s/HEAD", mirror);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	free(path);
+	if (fd == -1)
+		return 0;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 16 || strncmp(buf, "ref: refs/heads/", 16) != 0 || buf[n - 1] != '\n')
+		return 0;
+	buf[n - 1] = '\0';
+	/* A plain branch name: no path games, nothing git would quote. */
+	if (strstr(buf + 16, "..") != NULL || strspn(buf + 16, "abcdefghijklmnopqrstuvwxyz"
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-") != strlen(buf + 16))
+		return 0;
+	xasprintf(&path, "%s/%s", mirror, buf + 5);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	free(path);
+	if (fd == -1)
+		return 0;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n != 41 && n != 65)
+		return 0;
+	len = (size_t)n - 1;
+	for (i = 0; i < len; i++) {
+		if (!((buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f')))
+			return 0;
+	}
+	return buf[len] == '\n';
+}
+
+/*
  * Point the mirror's HEAD where upstream's points. Asking costs a round trip, so
  * only when the mirror is new or its HEAD does not resolve.
  */
@@ -375,7 +419,8 @@ gitmirror_sync_head(const struct gitctx *ctx, const char *gitdir, int always)
 	gitbuf_init(&out, GITRUN_OUT_MAX);
 	gitbuf_init(&err, GITRUN_ERR_MAX);
 	if (!always) {
-		status = gitrun_cmd(ctx, GITRUN_READONLY, verify, NULL, NULL, &cause);
+		status = gitmirror_head_loose(ctx->mirror) ? 0 :
+		    gitrun_cmd(ctx, GITRUN_READONLY, verify, NULL, NULL, &cause);
 		if (status == 0)
 			goto out;
 	}
@@ -416,8 +461,14 @@ gitmirror_fetch_into(const struct gitctx *ctx, const char *dir, int created, cha
 	struct gitmsg_progress	 prog;
 	char			*gitdir, *summary;
 	int			 status, rc = -1;
-	/* Progress, when the sandbox's git asked for it, is relayed as it comes. */
-	const char		*args[] = { NULL, "fetch", "--quiet",
+	/*
+	 * Progress, when the sandbox's git asked for it, is relayed as it comes.
+	 * Protocol v0: its first request (info/refs) already lists upstream's refs, so
+	 * a mirror that is up to date costs one request, a stale one two; v2 asks for
+	 * the capabilities, then the refs, then the pack (two or three). The price is
+	 * that v0's list holds every ref upstream advertises, not only heads and tags.
+	 */
+	const char		*args[] = { NULL, "-c", "protocol.version=0", "fetch", "--quiet",
 				    ctx->progress ? "--progress" : "--no-progress", "--prune",
 				    "--atomic", "--no-tags", "--no-write-fetch-head",
 				    "--no-auto-gc", "--no-recurse-submodules",
@@ -446,6 +497,126 @@ out:
 	gitbuf_free(&err);
 	free(gitdir);
 	return rc;
+}
+
+/* qsort comparator for an array of strings. */
+static int
+gitmirror_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Split buf (modified) into its non-empty lines, sorted; returns how many. */
+static size_t
+gitmirror_lines(char *buf, char ***v)
+{
+	char	*line, *next;
+	size_t	 n = 0;
+
+	*v = NULL;
+	for (line = buf; line != NULL && *line != '\0'; line = next) {
+		if ((next = strchr(line, '\n')) != NULL)
+			*next++ = '\0';
+		if (*line == '\0')
+			continue;
+		*v = xreallocarray(*v, n + 1, sizeof **v);
+		(*v)[n++] = line;
+	}
+	if (n > 1)
+		qsort(*v, n, sizeof **v, gitmirror_cmp);
+	return n;
+}
+
+/* Read the bridge's whole upstream-refs message into msg: 0 for a ref list, else -1. */
+static int
+gitmirror_read_refs(const char *path, struct gitbuf *msg)
+{
+	struct stat	 sb;
+	struct pollfd	 pfd;
+	char		 buf[4096];
+	ssize_t		 n;
+	int		 fd, rc = -1, waited = 0;
+
+	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW)) == -1)
+		return -1;
+	if (fstat(fd, &sb) != 0 || !S_ISFIFO(sb.st_mode))
+		goto out;
+	/* The bridge keeps its end open: wait for a whole message, not for EOF. */
+	for (;;) {
+		const char *s = gitbuf_str(msg);
+
+		if (strcmp(s, "none\n") == 0)
+			goto out;
+		if (strncmp(s, "refs\n", 5) == 0 && msg->len >= 9 &&
+		    strcmp(s + msg->len - 4, "end\n") == 0 && s[msg->len - 5] == '\n') {
+			rc = 0;
+			goto out;
+		}
+		pfd.fd = fd;
+		pfd.events = POLLIN;
+		/* The bridge's prefetch has the injector's own time limit; this is a bound. */
+		if (waited >= 60)
+			goto out;
+		if (poll(&pfd, 1, 1000) < 0) {
+			if (errno == EINTR)
+				continue;
+			goto out;
+		}
+		if (!(pfd.revents & (POLLIN | POLLHUP))) {
+			waited++;
+			continue;
+		}
+		n = read(fd, buf, sizeof buf);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0 || gitbuf_add(msg, buf, (size_t)n) != 0)
+			goto out;
+	}
+out:
+	close(fd);
+	return rc;
+}
+
+/* Whether the bridge's list of upstream's heads and tags is exactly the mirror's. */
+int
+gitmirror_fresh(const struct gitctx *ctx)
+{
+	const char	*args[] = { NULL, "for-each-ref", "--format=%(objectname) %(refname)",
+			    "refs/heads/", "refs/tags/", NULL };
+	struct gitbuf	 msg, out;
+	char		*gitdir = NULL, *cause = NULL, **up = NULL, **have = NULL;
+	size_t		 nup, nhave, i;
+	int		 fresh = 0;
+
+	if (ctx->upstream_refs == NULL)
+		return 0;
+	gitbuf_init(&msg, GITC_REFS_MAX);
+	gitbuf_init(&out, GITRUN_OUT_MAX);
+	if (gitmirror_read_refs(ctx->upstream_refs, &msg) != 0)
+		goto out;
+	/* Between "refs\n" and "end\n". */
+	msg.data[msg.len - 4] = '\0';
+	nup = gitmirror_lines(msg.data + 5, &up);
+	xasprintf(&gitdir, "--git-dir=%s", ctx->mirror);
+	args[0] = gitdir;
+	if (gitrun_cmd(ctx, GITRUN_READONLY, args, &out, NULL, &cause) != 0)
+		goto out;
+	nhave = gitmirror_lines(out.data != NULL ? out.data : (char *)"", &have);
+	if (nup != nhave)
+		goto out;
+	for (i = 0; i < nup; i++) {
+		if (strcmp(up[i], have[i]) != 0)
+			goto out;
+	}
+	fresh = 1;
+out:
+	free(cause);
+	free(gitdir);
+	free(up);
+	free(have);
+	gitbuf_free(&msg);
+	gitbuf_free(&out);
+	return fresh;
 }
 
 /* Bring the existing mirror up to date with upstream. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "redact.h"
@@ -108,6 +109,25 @@ gitmsg_record_refusal(const struct gitctx *ctx)
 			break;
 		off += (size_t)n;
 	}
+}
+
+/*
+ * Write "T <phase> <ns>" to the bridge's pipe: when a phase of the call was
+ * reached, on the CLOCK_MONOTONIC clock the bridge shares, for its audit log.
+ */
+void
+gitmsg_phase(const struct gitctx *ctx, const char *phase)
+{
+	struct timespec	 ts;
+	char		 rec[64];
+	int		 len;
+
+	if (!ctx->phases || ctx->refusal_fd == -1 || clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
+		return;
+	len = snprintf(rec, sizeof rec, "T %s %llu\n", phase,
+	    (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
+	if (len > 0 && (size_t)len < sizeof rec)
+		(void)!write(ctx->refusal_fd, rec, (size_t)len);
 }
 
 /*

@@ -85,6 +85,8 @@ struct gitctx {
 	char		*home;		/* private empty HOME, or NULL */
 	char		*self;		/* absolute path of this program */
 	int		 progress;	/* the sandbox's git asked for progress */
+	int		 phases;	/* mark phases as "T" records on the refusal pipe */
+	char		*upstream_refs;	/* SHIMBRIDGE_UPSTREAM_REFS (a FIFO), or NULL */
 	int		 refusal_fd;	/* write end of the bridge's refusal pipe, or -1 */
 };
 #define GITENV_SERVICE	0x01	/* SHIMBRIDGE_SERVICE, SHIMBRIDGE_GIT_PROTOCOL */
@@ -170,6 +172,8 @@ void	 gitmsg_init(const char *secret);
 void	 gitmsg_record_refusal(const struct gitctx *);
 /* Say lines to the bridge's pipe (fd), which shows them redacted; -1: to stderr. */
 void	 gitmsg_divert(int fd);
+/* Tell the bridge a phase of the call was reached ("T" record, GITC_PHASE_*). */
+void	 gitmsg_phase(const struct gitctx *, const char *phase);
 /* Print "shimbridge: <message>" on one line. */
 void	 gitmsg_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print each line of buf as "shimbridge: <prefix><line>" (as gitmsg_lines_say()). */
@@ -238,6 +242,12 @@ int	 gitmirror_lock(const char *path, int how, char **cause);
  * repair its hook; needs LOCK_EX. -1 with a one-line *cause.
  */
 int	 gitmirror_ensure(const struct gitctx *, int *created, char **cause);
+/*
+ * Whether upstream's heads and tags when the call began, as the bridge saw them
+ * (SHIMBRIDGE_UPSTREAM_REFS), are exactly the mirror's, so that a fetch would
+ * find nothing to do (needs the lock). 0 whenever it cannot tell.
+ */
+int	 gitmirror_fresh(const struct gitctx *);
 /* Fetch upstream into the mirror with pruning (needs LOCK_EX); -1 and a one-line *cause. */
 int	 gitmirror_fetch(const struct gitctx *, char **cause);
 /* The "maintain MIRROR" mode; returns an exit code. */

@@ -44,6 +44,8 @@ usage(FILE *f)
 	    "  SHIMBRIDGE_GIT_PROTOCOL optional: version=0, version=1 or version=2\n"
 	    "  SHIMBRIDGE_PROGRESS     optional: 1 to relay upstream progress\n"
 	    "  SHIMBRIDGE_REFUSAL_FD   optional: 3, a pipe for policy refusal records\n"
+	    "  SHIMBRIDGE_PHASES       optional: 1 to write phase times (T records) there\n"
+	    "  SHIMBRIDGE_UPSTREAM_REFS optional: a FIFO with upstream's heads and tags\n"
 	    "  HOME                    a private empty directory\n"
 	    "\n"
 	    "Exit status: 0 done, 1 push refused, 2 usage, 128 upstream or setup failure;\n"
@@ -74,6 +76,7 @@ serve(void)
 	if (gitenv_load(&ctx, GITENV_SERVICE | GITENV_MIRROR | GITENV_UPSTREAM | GITENV_CRED |
 	    GITENV_POLICY | GITENV_GIT | GITENV_RELAY, &cause) != 0)
 		goto out;
+	gitmsg_phase(&ctx, GITC_PHASE_START);
 	if (chdir("/") != 0) {
 		xasprintf(&cause, "chdir /: %s", strerror(errno));
 		goto out;
@@ -84,8 +87,10 @@ serve(void)
 		goto out;
 	if (gitmirror_ensure(&ctx, &created, &cause) != 0)
 		goto out;
-	if (!created && gitmirror_fetch(&ctx, &cause) != 0)
+	/* Skipped when upstream's heads and tags are the mirror's (the bridge's list). */
+	if (!created && !gitmirror_fresh(&ctx) && gitmirror_fetch(&ctx, &cause) != 0)
 		goto out;
+	gitmsg_phase(&ctx, GITC_PHASE_MIRROR);
 
 	if (strcmp(ctx.service, "upload-pack") == 0) {
 		/* Readers share; a writer waiting in between just goes first. */
@@ -109,6 +114,7 @@ serve(void)
 		goto out;
 	if ((status = gitrun_wait(gp.pid, &cause)) == -1)
 		goto out;
+	gitmsg_phase(&ctx, GITC_PHASE_END);
 	rc = status;
 
 out:

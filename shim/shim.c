@@ -33,6 +33,7 @@
 #define SHIM_DEFAULT_SOCKET	"/run/shimbridge/bridge.sock"
 #define SHIM_HELPER_NAME	"git-remote-shimbridge"
 #define SHIM_OUT_HIGH		(256 * 1024)	/* stop reading stdin above this */
+#define SHIM_SOCK_BUF		(1024 * 1024)	/* socket send buffer asked for */
 #define SHIM_CONTEXT_MAX	4096
 
 extern char **environ;
@@ -41,8 +42,8 @@ extern char **environ;
 struct shim {
 	const char	*tool;		/* name shown in messages */
 	int		 sock;
-	unsigned char	*out;		/* bytes queued for the bridge */
-	size_t		 outlen, outcap;
+	unsigned char	*out;		/* bytes queued for the bridge: out[outoff..outlen) */
+	size_t		 outoff, outlen, outcap;
 	unsigned char	*in;		/* bytes read from the bridge */
 	size_t		 inlen, incap;
 	int		 stdin_open;	/* still forwarding stdin */
@@ -70,12 +71,16 @@ shim_fail(struct shim *s, int code, const char *fmt, ...)
 	exit(code);
 }
 
-/* Queue a frame for the bridge. */
-static void
-shim_queue(struct shim *s, uint8_t type, const void *buf, size_t len)
+/* Room for a frame of len bytes at the end of the queue; returns where its header goes. */
+static unsigned char *
+shim_reserve(struct shim *s, size_t len)
 {
-	unsigned char hdr[FRAME_HDR];
-
+	if (s->outoff > 0 && s->outlen + FRAME_HDR + len > s->outcap) {
+		/* Slide what is left to the front before growing. */
+		memmove(s->out, s->out + s->outoff, s->outlen - s->outoff);
+		s->outlen -= s->outoff;
+		s->outoff = 0;
+	}
 	if (s->outlen + FRAME_HDR + len > s->outcap) {
 		size_t cap = s->outcap ? s->outcap : 4096;
 
@@ -84,10 +89,18 @@ shim_queue(struct shim *s, uint8_t type, const void *buf, size_t len)
 		s->out = xreallocarray(s->out, cap, 1);
 		s->outcap = cap;
 	}
-	frame_put_header(hdr, type, (uint32_t)len);
-	memcpy(s->out + s->outlen, hdr, FRAME_HDR);
+	return s->out + s->outlen;
+}
+
+/* Queue a frame for the bridge. */
+static void
+shim_queue(struct shim *s, uint8_t type, const void *buf, size_t len)
+{
+	unsigned char *p = shim_reserve(s, len);
+
+	frame_put_header(p, type, (uint32_t)len);
 	if (len > 0)
-		memcpy(s->out + s->outlen + FRAME_HDR, buf, len);
+		memcpy(p + FRAME_HDR, buf, len);
 	s->outlen += FRAME_HDR + len;
 }
 
@@ -97,8 +110,9 @@ shim_flush(struct shim *s)
 {
 	ssize_t n;
 
-	while (s->outlen > 0) {
-		n = send(s->sock, s->out, s->outlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (s->outlen > s->outoff) {
+		n = send(s->sock, s->out + s->outoff, s->outlen - s->outoff,
+		    MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -110,16 +124,16 @@ shim_flush(struct shim *s)
 				 * ERROR frame (refusals close at once): stop sending and
 				 * let the loop read that frame; EOF there is a lost link.
 				 */
-				s->outlen = 0;
+				s->outlen = s->outoff = 0;
 				s->stdin_open = 0;
 				return;
 			}
 			shim_fail(s, EXIT_CONN_LOST, "lost the connection to the shimbridge "
 			    "bridge (%s); the command may or may not have run", strerror(errno));
 		}
-		memmove(s->out, s->out + n, s->outlen - (size_t)n);
-		s->outlen -= (size_t)n;
+		s->outoff += (size_t)n;
 	}
+	s->outlen = s->outoff = 0;	/* all sent: reuse from the start */
 }
 
 /* Connect to the bridge socket. */
@@ -473,24 +487,26 @@ shim_frames(struct shim *s)
 static void __attribute__((noreturn))
 shim_relay(struct shim *s)
 {
-	unsigned char buf[FRAME_DATA_MAX];
 	struct pollfd pfd[3];
 	ssize_t n;
+	int sz = SHIM_SOCK_BUF;
 
 	s->incap = FRAME_HDR + FRAME_CTRL_MAX;
 	s->in = xmalloc(s->incap);
+	/* Fewer, larger transfers on a bulk stream (best effort: a capped kernel keeps its own). */
+	(void)setsockopt(s->sock, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
 	for (;;) {
 		int nfd = 0, si = -1, ii = -1, gi;
 
 		shim_flush(s);
 		pfd[nfd].fd = s->sock;
-		pfd[nfd].events = POLLIN | (s->outlen > 0 ? POLLOUT : 0);
+		pfd[nfd].events = POLLIN | (s->outlen > s->outoff ? POLLOUT : 0);
 		nfd++;
 		gi = nfd;
 		pfd[nfd].fd = s->sigpipe[0];
 		pfd[nfd].events = POLLIN;
 		nfd++;
-		if (s->stdin_open && s->outlen < SHIM_OUT_HIGH) {
+		if (s->stdin_open && s->outlen - s->outoff < SHIM_OUT_HIGH) {
 			ii = nfd;
 			pfd[nfd].fd = STDIN_FILENO;
 			pfd[nfd].events = POLLIN;
@@ -517,14 +533,19 @@ shim_relay(struct shim *s)
 			}
 		}
 		if (ii >= 0 && (pfd[ii].revents & (POLLIN | POLLHUP | POLLERR))) {
-			n = read(STDIN_FILENO, buf, sizeof buf);
+			/* Straight into the queue, after room for the frame's header. */
+			unsigned char *p = shim_reserve(s, FRAME_DATA_MAX);
+
+			n = read(STDIN_FILENO, p + FRAME_HDR, FRAME_DATA_MAX);
 			if (n < 0 && errno != EINTR && errno != EAGAIN)
 				n = 0;	/* treat a broken stdin as its end */
 			if (n == 0) {
 				s->stdin_open = 0;
 				shim_queue(s, FRAME_STDIN, NULL, 0);
-			} else if (n > 0)
-				shim_queue(s, FRAME_STDIN, buf, (size_t)n);
+			} else if (n > 0) {
+				frame_put_header(p, FRAME_STDIN, (uint32_t)n);
+				s->outlen += FRAME_HDR + (size_t)n;
+			}
 		}
 		if (pfd[si].revents & (POLLIN | POLLHUP | POLLERR)) {
 			n = recv(s->sock, s->in + s->inlen, s->incap - s->inlen, MSG_DONTWAIT);

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the git remote URL parser (bridge/gitop.c gitop_parse_url),
+ * libFuzzer target for the git remote URL parser (bridge/profile-git.c profile_git_parse_url),
  * whose host/owner/name become a mirror path (state_dir/mirrors/SESSION/HOST/OWNER/
  * NAME.git) and an upstream URL. The input, up to its first NUL, is the URL. On
  * success: host is [A-Za-z0-9.:-] without "@" or "/", not "." or "..", and no ".."
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gitop.h"
+#include "profile-git.h"
 #include "proto.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
@@ -61,7 +61,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	url = malloc(size + 1);
 	memcpy(url, data, size);
 	url[size] = '\0';
-	rc = gitop_parse_url(url, &host, &owner, &name, &why);
+	rc = profile_git_parse_url(url, &host, &owner, &name, &why);
 	if (rc != 0) {
 		if (rc != -1 || why == NULL || host != NULL || owner != NULL || name != NULL)
 			abort();

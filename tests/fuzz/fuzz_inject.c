@@ -4,7 +4,9 @@
  * garbage) over a real Unix socket to a fresh injector, whose evhttp parser, header
  * checks and HTTP policy (bridge/httppolicy.c) see it as they would a tool's. The
  * selector picks the target: GitHub (Host api.github.com), GHE (Host localhost:8443)
- * or git. The upstream is http://127.0.0.1:1, which refuses every connection, so:
+ * or git (with bit 0x40 of the selector, a prefetch of the git ref list is under way
+ * too, inject_prefetch). The upstream is http://127.0.0.1:1, which refuses every
+ * connection, so:
  *   - every request the injector reports must be refused or failed (a refusal reason
  *     always, never a forwarded answer), with a status of 4xx/5xx;
  *   - nothing the client reads back contains the secret (unless the input did);
@@ -196,6 +198,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	t.secret = fuzz_secret;
 	t.audit = fuzz_audit;
 	if ((inj = inject_new(base, fuzz_listen(), &t, &cause)) == NULL)
+		abort();
+	/* git with bit 0x40: a prefetch under way (it fails; a request waiting is sent on). */
+	if (sel == 2 && (data[0] & 0x40) &&
+	    inject_prefetch(inj, "/o/r.git/info/refs?service=git-upload-pack", &cause) != 0)
 		abort();
 
 	memset(&c, 0, sizeof c);

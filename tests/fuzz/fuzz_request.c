@@ -16,7 +16,7 @@
  *        name=value sizes summing to at most REQ_MAX_ENV_BYTES.
  * A refusal must come with a reason; success with none.
  *
- * A document with "op": "git" also goes through gitop_prepare (bridge/gitop.c) for a
+ * A document with "op": "git" also goes through profile_git_prepare (bridge/profile-git.c) for a
  * session of a fixed config loaded in LLVMFuzzerInitialize (secrets loaded, so a
  * request can succeed). On success: the service is upload-pack or receive-pack, the
  * repository is one of the session's (case-insensitively), the host is configured,
@@ -38,7 +38,7 @@
 #include <jansson.h>
 
 #include "config.h"
-#include "gitop.h"
+#include "profile-git.h"
 #include "policy.h"
 #include "proto.h"
 #include "request.h"
@@ -123,22 +123,22 @@ fuzz_lower_eq(const char *p, size_t n, const char *s)
 	return 1;
 }
 
-/* The gitop_prepare checks on a "git" request. */
+/* The profile_git_prepare checks on a "git" request. */
 static void
 fuzz_git(json_t *req)
 {
 	const struct session *s = &cfg->sessions[0];
 	const struct git_host *h;
-	struct gitop g;
+	struct profile_git_req g;
 	char *msg = NULL, *cause = NULL, *repo, *want, *p, *q;
 	size_t n;
 
-	if (gitop_prepare(cfg, s, req, &g, &msg, &cause) != 0) {
+	if (profile_git_prepare(cfg, s, req, &g, &msg, &cause) != 0) {
 		if (cause == NULL)
 			abort();
 		free(msg);
 		free(cause);
-		gitop_clear(&g);
+		profile_git_clear(&g);
 		return;
 	}
 	if (strcmp(g.service, "upload-pack") != 0 && strcmp(g.service, "receive-pack") != 0)
@@ -191,7 +191,7 @@ fuzz_git(json_t *req)
 	free(repo);
 	free(msg);
 	free(cause);
-	gitop_clear(&g);
+	profile_git_clear(&g);
 }
 
 /* The env invariants. */

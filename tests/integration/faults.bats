@@ -25,9 +25,9 @@ setup_file() {
 	export T=$SB_DIR/t
 	mkdir -p "$T" "$SB_DIR/tools"
 	install -m 0755 "$SB_FIXTURES"/tools/{flood,forker}.sh "$SB_DIR/tools/"
-	sb_session alice sbt-alice '["sh", "flood", "forker"]'
+	sb_session alice sbt-alice '["sh", "flood", "forker", "tree"]'
 	sb_session bob sbt-bob '["sh"]'
-	sb_shim_links sh flood forker
+	sb_shim_links sh flood forker tree
 }
 
 teardown_file() {
@@ -48,7 +48,8 @@ f_config() {
     "sh": {"path": "/bin/sh", "timeout": 120, "rules": [{"allow": ["-c", "**"]}]},
     "flood": {"path": "$SB_DIR/tools/flood.sh", "timeout": 30, "output_limit": 1048576,
               "rules": [{"allow": []}, {"allow": ["stderr"]}]},
-    "forker": {"path": "$SB_DIR/tools/forker.sh", "timeout": 3, "rules": [{"allow": ["**"]}]}
+    "forker": {"path": "$SB_DIR/tools/forker.sh", "timeout": 3, "rules": [{"allow": ["**"]}]},
+    "tree": {"path": "/bin/sh", "timeout": ${TREE_TIMEOUT:-3}, "rules": [{"allow": ["-c", "**"]}]}
   }
 }
 EOF
@@ -467,4 +468,81 @@ concurrent() {
 	[ -z "$output" ]
 	[ "${stderr_lines[-1]}" = "flood: $msg" ]
 	sb_audit_grep "r['event'] == 'done' and r['tool'] == 'flood' and r['killed'] == 'output-limit'" >/dev/null
+}
+
+# --- cgroup v2 containment (where a writable hierarchy exists) ------------------------
+
+# The daemon's session cgroup directory for alice (from its start-up line); fails if
+# the daemon does not use cgroups.
+cg_alice() {
+	local base
+	base=$(sed -n 's/.*process containment: cgroup v2, a cgroup per session under \(.*\), torn down.*/\1/p' \
+		"$SB_DIR/log/daemon.log" | tail -n 1)
+	[ -n "$base" ] && [ -d "$base" ] || return 1
+	find "$base" -maxdepth 1 -type d -name 's-alice.*' | tail -n 1
+}
+
+# Live processes listed in a cgroup (0 when it is gone).
+cg_procs() {
+	[ -f "$1/cgroup.procs" ] || { echo 0; return 0; }
+	local n=0 p
+	while read -r p; do alive "$p" && n=$((n + 1)); done <"$1/cgroup.procs"
+	echo "$n"
+}
+
+# A call that leaves a tree: three setsid'd background shells, each with a child,
+# a plain background sleep, then it waits.
+TREE_SCRIPT='for i in 1 2 3; do (setsid sh -c "sleep 300 & sleep 300" &); done; sleep 300 & sleep 300'
+
+cg_require() {
+	grep -q 'process containment: cgroup v2' "$SB_DIR/log/daemon.log" ||
+		skip "no writable cgroup2 hierarchy here: $(grep 'process containment' "$SB_DIR/log/daemon.log")"
+}
+
+@test "cgroup v2: a call's tree of background processes lives in its session's cgroup and is gone after its timeout; no runner pid left" {
+	local cg bg rc=0 n
+	f_config
+	f_start
+	cg_require
+	as_t 60 sbt-alice tree -c "$TREE_SCRIPT" >"$T/tree.out" 2>"$T/tree.err" 3>&- &
+	bg=$!
+	sb_wait_for 10 eval 'cg=$(cg_alice) && [ "$(cg_procs "$cg")" -ge 9 ]'
+	cg=$(cg_alice)
+	n=$(cg_procs "$cg")
+	# Every process of the call is the runner's and in the cgroup (the jail's init too).
+	[ "$(ps -o uid= -p "$(paste -sd, "$cg/cgroup.procs")" | sort -u | tr -d ' ')" = "$(id -u "$SB_RUNNER")" ]
+	wait "$bg" || rc=$?
+	echo "# tree: $n processes in $cg; exit $rc: $(cat "$T/tree.err")" >&3
+	[ "$rc" -eq 124 ]
+	sb_wait_for 3 eval '[ "$(cg_procs "$cg")" -eq 0 ]'
+	sb_wait_for 3 sb_no_runner
+}
+
+@test "cgroup v2: removing a session (reload) kills its running calls with cgroup.kill, setsid'd descendants included, also without the jail" {
+	local cg bg rc=0 n
+	TREE_TIMEOUT=120 f_config
+	sb_start --no-jail 3>&-
+	cg_require
+	as_t 60 sbt-alice tree -c "$TREE_SCRIPT" >"$T/tree.out" 2>"$T/tree.err" 3>&- &
+	bg=$!
+	sb_wait_for 10 eval 'cg=$(cg_alice) && [ "$(cg_procs "$cg")" -ge 8 ]'
+	cg=$(cg_alice)
+	n=$(cg_procs "$cg")
+	mv "$SB_DIR/etc/sessions.d/alice.json" "$T/alice.json"
+	kill -HUP "$SB_PID"
+	wait "$bg" || rc=$?
+	mv "$T/alice.json" "$SB_DIR/etc/sessions.d/alice.json"
+	echo "# session removed: $n processes in $cg; exit $rc: $(cat "$T/tree.err")" >&3
+	[ "$rc" -eq 120 ]
+	grep -q "session was removed from the bridge's configuration while it ran" "$T/tree.err"
+	grep -q 'session alice was removed: killed the [0-9]* processes in its cgroup' "$SB_DIR/log/daemon.log"
+	sb_wait_for 3 eval '[ "$(cg_procs "$cg")" -eq 0 ]'
+	sb_wait_for 3 sb_no_runner
+	# The killed session's cgroup is removed by the sweep; the others keep serving.
+	sb_wait_for 5 eval '[ ! -d "$cg" ]'
+	grep -q '"killed":"session-removed"' "$SB_AUDIT"
+	kill -HUP "$SB_PID"
+	sb_wait_for 10 eval '[ "$(grep -c "configuration reloaded" "$SB_DIR/log/daemon.log")" -ge 2 ]'
+	run as_t 10 sbt-alice sh -c 'echo back'
+	[ "$output" = back ]
 }

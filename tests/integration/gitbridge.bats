@@ -486,6 +486,31 @@ gb_descendants() {
 	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/main)" = "$new" ]
 }
 
+@test "a fetch's ref list is asked for while the jail starts, once, audited; the call's phases are audited" {
+	gb_clone alice c
+	new=$(gb_upstream_commit prefetch-news.txt)
+	nreq=$(gb_uplines)
+	sgit alice c fetch origin
+	gb_status 0
+	[ "$(gb_rev alice c origin/main)" = "$new" ]
+	# One ref list upstream for the whole call: the bridge's prefetch, handed to git.
+	[ "$(tail -n +"$((nreq + 1))" "$GB_UP/requests.log" | grep -c 'info/refs')" = 1 ]
+	conn=$(sb_audit_grep 'r["event"] == "http" and r.get("session") == "alice" and r.get("request") == "prefetch GET /octo/demo.git/info/refs?service=git-upload-pack" and r.get("status") == 200' |
+		tail -n 1 | "$PY" -c 'import json, sys; print(json.loads(sys.stdin.read())["conn"])')
+	sb_audit_grep "r['event'] == 'http' and r.get('conn') == $conn and r.get('request', '').endswith('(prefetched)') and r.get('status') == 200"
+	# The phases, in order, each once: the bridge's spawn, shimbridge-git's marks, done.
+	sb_audit_grep "r['event'] == 'git-phases' and r.get('conn') == $conn and 0 < r['ms']['spawn'] <= r['ms']['start'] <= r['ms']['mirror'] <= r['ms']['end'] <= r['ms']['done'] and 'hook' not in r['ms']"
+}
+
+@test "a push's phases are audited: mirror, receive, policy, upstream" {
+	gb_clone alice c
+	gb_as alice c git checkout -q -b gb-phases
+	gb_commit alice c phases.txt
+	sgit alice c push origin gb-phases
+	gb_status 0
+	sb_audit_grep "r['event'] == 'git-phases' and r.get('argv', [''])[0] == 'git-receive-pack' and r['ms']['start'] <= r['ms']['mirror'] <= r['ms']['hook'] <= r['ms']['policy'] <= r['ms']['upstream'] <= r['ms']['end'] <= r['ms']['done']"
+}
+
 @test "progress: with --progress the upstream leg's meters reach the sandbox, without it none" {
 	gb_clone alice c
 	gb_upstream_commit progress-quiet.txt >/dev/null

@@ -203,6 +203,56 @@ commit_file() {
 	! git --git-dir="$MIRROR" rev-parse -q --verify refs/heads/doomed || false
 }
 
+# Hold a FIFO open with file $1 in it, as the bridge holds SHIMBRIDGE_UPSTREAM_REFS.
+refs_fifo() {
+	rm -f "$W/refs"
+	mkfifo "$W/refs"
+	sb_bg bash -c 'exec 3<>"$1" && cat "$2" >&3 && exec sleep 60' _ "$W/refs" "$1"
+	REFS_HOLDER=$!
+}
+
+# Repository $1's heads and tags as the bridge's message says them, into file $2.
+refs_message() {
+	{
+		echo refs
+		git --git-dir="$1" for-each-ref --format='%(objectname) %(refname)' refs/heads/ \
+		    refs/tags/
+		echo end
+	} >"$2"
+}
+
+@test "upstream's refs from the bridge: the same as the mirror's, no fetch; else, or none, a fetch" {
+	clone
+	WRAP_ENV="SHIMBRIDGE_UPSTREAM_REFS='$W/refs'" make_wrapper "$T/srv$N.sh" "$TOKEN" version=2
+	# Up to date: the fetch from upstream is skipped.
+	refs_message "$MIRROR" "$W/same"
+	refs_fifo "$W/same"
+	n=$(upstream_requests 'upload-pack' | wc -l)
+	cgit -C "$W/c" fetch origin
+	[ "$status" -eq 0 ]
+	[ "$(upstream_requests 'upload-pack' | wc -l)" = "$n" ]
+	kill "$REFS_HOLDER"
+
+	# Upstream moved and the message says so: the mirror fetches.
+	upstream_commit refs-news.txt "news"
+	refs_message "$UP" "$W/moved"
+	refs_fifo "$W/moved"
+	cgit -C "$W/c" fetch origin
+	[ "$status" -eq 0 ]
+	[ "$(git -C "$W/c" rev-parse origin/main)" = "$(upref refs/heads/main)" ]
+	[ "$(upstream_requests 'upload-pack' | wc -l)" -gt "$n" ]
+	kill "$REFS_HOLDER"
+
+	# "none" (the bridge cannot say): the mirror fetches.
+	upstream_commit refs-news2.txt "more news"
+	printf 'none\n' >"$W/none"
+	refs_fifo "$W/none"
+	cgit -C "$W/c" fetch origin
+	[ "$status" -eq 0 ]
+	[ "$(git -C "$W/c" rev-parse origin/main)" = "$(upref refs/heads/main)" ]
+	kill "$REFS_HOLDER"
+}
+
 @test "a fetch with a big negotiation (gzip'd HTTP upstream) works" {
 	# 40 branches that all move between the clone and the fetch: >1 KiB of haves.
 	branches() {

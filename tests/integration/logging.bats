@@ -194,3 +194,49 @@ PYEOF
 	run grep -c '"event":"reload"' "$SB_AUDIT.1"
 	[ "$output" = 0 ]
 }
+
+# The writable cgroup2 hierarchy of this host, or nothing.
+cgroup2_mount() {
+	awk '$9 == "cgroup2" && $4 == "/" { print $5; exit }' /proc/self/mountinfo
+}
+
+@test "containment: the daemon says once at start which path it uses (cgroup v2, or why not)" {
+	local mnt
+	mnt=$(cgroup2_mount)
+	log_config
+	: >"$SB_DIR/log/daemon.log"
+	sb_start
+	as sbt-alice sh -c 'echo hi'
+	kill -HUP "$SB_PID"
+	sb_wait_for 10 grep -q 'configuration reloaded' "$SB_DIR/log/daemon.log"
+	run grep -c 'process containment: ' "$SB_DIR/log/daemon.log"
+	[ "$output" = 1 ]
+	if [ -n "$mnt" ] && [ -w "$mnt" ] && [ -e "$mnt/cgroup.procs" ] && grep -q '^0::/' /proc/self/cgroup; then
+		grep -q "process containment: cgroup v2, a cgroup per session under $mnt/.*shimbridged\.$SB_PID, torn down with cgroup.kill" "$SB_DIR/log/daemon.log"
+		sb_stop
+		# Stopping removes the daemon's subtree.
+		run find "$mnt" -maxdepth 3 -name "shimbridged.$SB_PID"
+		[ -z "$output" ]
+	else
+		grep -q 'process containment: process groups, PID namespaces and the orphan scan; cgroup v2 is not used because' "$SB_DIR/log/daemon.log"
+	fi
+}
+
+@test "containment: without a writable cgroup2 hierarchy the daemon says so (and why) and serves as before" {
+	local mnt
+	mnt=$(cgroup2_mount)
+	[ -n "$mnt" ] || skip "no cgroup2 hierarchy here: the other test covers the fallback"
+	log_config
+	: >"$SB_DIR/log/daemon.log"
+	# A private mount namespace in which the hierarchy is read-only (ProtectControlGroups=yes).
+	sb_bg unshare -m --propagation private sh -c 'mount -o remount,bind,ro "$1" && exec "$2" -c "$3"' \
+		sh "$mnt" "$SB_BUILD/shimbridged" "$SB_CONFIG" </dev/null >>"$SB_DIR/log/daemon.log" 2>&1
+	SB_PID=$!
+	sb_wait_for 10 test -S "$SB_SOCK"
+	run as sbt-alice sh -c 'echo still served'
+	[ "$status" -eq 0 ]
+	[ "$output" = "still served" ]
+	run grep -c 'process containment: ' "$SB_DIR/log/daemon.log"
+	[ "$output" = 1 ]
+	grep -q "process containment: process groups, PID namespaces and the orphan scan; cgroup v2 is not used because cannot create $mnt/.*: Read-only file system" "$SB_DIR/log/daemon.log"
+}

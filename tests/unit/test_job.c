@@ -93,7 +93,7 @@ start(struct event_base *base, const char *script, struct seen *sn)
 {
 	char *argv[] = { "sh", "-c", (char *)script, NULL };
 	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, 0, NULL };
+	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, 0, NULL, 0 };
 	struct child ch;
 	char *cause = NULL;
 
@@ -322,6 +322,15 @@ test_job_wait(void **state)
  * fixed bound of 4096 beyond which legitimate children were killed): n live
  * jobs, none killed; leave one out of the list and exactly that one is.
  */
+static pid_t test_job_left_out;
+
+/* Every live job but test_job_left_out. */
+static int
+test_job_keep_but_one(pid_t pid)
+{
+	return pid != test_job_left_out && job_is_live(pid);
+}
+
 static void
 test_job_orphan_scan_keeps_all(void **state)
 {
@@ -336,8 +345,11 @@ test_job_orphan_scan_keeps_all(void **state)
 		(void)start(base, "exec sleep 30", &sn[i]);
 	live = job_live_pids(&n);
 	assert_int_equal(n, TEST_JOB_MANY);
-	assert_int_equal(platform_kill_orphans(live, n), 0);
-	assert_int_equal(platform_kill_orphans(live + 1, n - 1), 1);
+	for (i = 0; i < n; i++)
+		assert_true(job_is_live(live[i]));
+	assert_int_equal(platform_kill_orphans(job_is_live), 0);
+	test_job_left_out = live[0];
+	assert_int_equal(platform_kill_orphans(test_job_keep_but_one), 1);
 	assert_int_equal(waitpid(live[0], &status, 0), live[0]);
 	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	assert_int_equal(job_reaped(live[0], status), 1);

@@ -158,7 +158,7 @@ test_spawn_drops_privileges(void **state)
 	char *argv[] = { "sh", "-c", "id -u; id -g; id -G; echo \"$X\"; ls /proc/self/fd | wc -l; "
 	    "grep NoNewPrivs /proc/self/status; ulimit -c", NULL };
 	char *envp[] = { "X=hello", "PATH=/usr/bin:/bin", NULL };
-	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, 0, NULL };
+	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, 0, NULL, 0 };
 	struct child ch;
 	char out[512], *cause = NULL;
 	int status;
@@ -181,7 +181,7 @@ test_spawn_extra_fd(void **state)
 {
 	char *argv[] = { "sh", "-c", "ls /proc/self/fd | wc -l; echo via-fd3 >&3", NULL };
 	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, -1, NULL };
+	struct spawn_req r = { "/bin/sh", argv, envp, 1, 1, -1, "/", 10, -1, NULL, 0 };
 	struct child ch;
 	char out[512], got[64], *cause = NULL;
 	int status, p[2];
@@ -212,7 +212,7 @@ test_spawn_exec_failure(void **state)
 {
 	char *argv[] = { "nope", NULL };
 	char *envp[] = { NULL };
-	struct spawn_req r = { "/nonexistent/tool", argv, envp, 1, 1, -1, "/", 10, 0, NULL };
+	struct spawn_req r = { "/nonexistent/tool", argv, envp, 1, 1, -1, "/", 10, 0, NULL, 0 };
 	struct child ch;
 	char *cause = NULL;
 
@@ -307,7 +307,7 @@ static int
 jt_run(const char *path, char **argv, const struct jail *j, char *out, size_t size)
 {
 	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-	struct spawn_req r = { path, argv, envp, 1, 1, -1, "/", 10, 0, j };
+	struct spawn_req r = { path, argv, envp, 1, 1, -1, "/", 10, 0, j, 0 };
 	struct child ch;
 	char *cause = NULL;
 	int status;
@@ -413,7 +413,7 @@ test_jail_signals(void **state)
 	struct jt t;
 	struct jail j = { NULL, -1, NULL, 0, NULL };
 	char *argv[] = { "sleep", "1000", NULL }, *envp[] = { NULL }, *cause = NULL;
-	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j };
+	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j, 0 };
 	struct child ch;
 	int status;
 
@@ -447,7 +447,7 @@ test_jail_dies_with_parent(void **state)
 	struct jt t;
 	struct jail j = { NULL, JAIL_NET_HOST, NULL, 0, NULL };
 	char *argv[] = { "sleep", "654.5", NULL }, *envp[] = { NULL }, *cause = NULL;
-	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j };
+	struct spawn_req r = { "/bin/sleep", argv, envp, 1, 1, -1, "/", 10, 0, &j, 0 };
 	int p[2], status, i, alive = 1;
 	pid_t mid, tool = 0;
 	char buf[32], path[64];
@@ -497,7 +497,7 @@ test_jail_failures(void **state)
 	struct jail_bind b[1];
 	struct jail j = { "/nonexistent/jailroot", -1, NULL, 0, NULL };
 	char out[256], tool[128], *argv[] = { "tool", NULL }, *envp[] = { NULL }, *cause = NULL;
-	struct spawn_req r = { "/bin/true", argv, envp, 1, 1, 0, NULL, 10, 0, &j };
+	struct spawn_req r = { "/bin/true", argv, envp, 1, 1, 0, NULL, 10, 0, &j, 0 };
 	struct child ch;
 	int st;
 

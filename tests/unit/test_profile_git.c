@@ -1,6 +1,7 @@
 /*
- * Unit tests: the git op's checks and the environment it builds for shimbridge-git
- * (bridge/gitop.c, the bridge's half of common/gitcontract.h). Runs as root: the
+ * Unit tests: the git profile (bridge/profile-git.c): its table in the profile
+ * registry, the git op's checks and the environment it builds for shimbridge-git
+ * (the bridge's half of common/gitcontract.h). Runs as root: the
  * config and the secret file must be root-owned.
  */
 #include <stdarg.h>
@@ -21,7 +22,8 @@
 
 #include "config.h"
 #include "gitcontract.h"
-#include "gitop.h"
+#include "profile.h"
+#include "profile-git.h"
 #include "keyring.h"
 #include "spawn.h"
 
@@ -85,15 +87,15 @@ teardown(void **state)
 	return spawn_rmtree(dir);
 }
 
-/* Prepare a request given as JSON text; returns gitop_prepare's result. */
+/* Prepare a request given as JSON text; returns profile_git_prepare's result. */
 static int
-prepare(const char *json, struct gitop *g, char **msg, char **cause)
+prepare(const char *json, struct profile_git_req *g, char **msg, char **cause)
 {
 	json_t *req = json_loads(json, 0, NULL);
 	int rc;
 
 	assert_non_null(req);
-	rc = gitop_prepare(cfg, &cfg->sessions[0], req, g, msg, cause);
+	rc = profile_git_prepare(cfg, &cfg->sessions[0], req, g, msg, cause);
 	json_decref(req);
 	return rc;
 }
@@ -121,7 +123,7 @@ test_parse_url(void **state)
 
 	(void)state;
 	for (i = 0; i < sizeof good / sizeof good[0]; i++) {
-		if (gitop_parse_url(good[i][0], &h, &o, &n, &why) != 0)
+		if (profile_git_parse_url(good[i][0], &h, &o, &n, &why) != 0)
 			fail_msg("refused %s: %s", good[i][0], why);
 		assert_string_equal(h, good[i][1]);
 		assert_string_equal(o, good[i][2]);
@@ -132,7 +134,7 @@ test_parse_url(void **state)
 	}
 	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		why = NULL;
-		if (gitop_parse_url(bad[i], &h, &o, &n, &why) == 0)
+		if (profile_git_parse_url(bad[i], &h, &o, &n, &why) == 0)
 			fail_msg("accepted %s", bad[i]);
 		assert_non_null(why);
 		assert_null(h);
@@ -142,7 +144,7 @@ test_parse_url(void **state)
 static void
 test_prepare_refusals(void **state)
 {
-	struct gitop g;
+	struct profile_git_req g;
 	char *msg, *cause;
 
 	(void)state;
@@ -152,13 +154,13 @@ test_prepare_refusals(void **state)
 	assert_null(msg);
 	assert_non_null(strstr(cause, "unknown field"));
 	free(cause);
-	gitop_clear(&g);
+	profile_git_clear(&g);
 	assert_int_equal(prepare("{\"op\":\"git\",\"service\":\"git-upload-pack\","
 	    "\"url\":\"https://github.com/octo/repo\",\"progress\":\"yes\"}", &g, &msg, &cause), -1);
 	assert_null(msg);
 	assert_non_null(strstr(cause, "progress"));
 	free(cause);
-	gitop_clear(&g);
+	profile_git_clear(&g);
 
 	/* Refused with what to do. */
 	assert_int_equal(prepare("{\"op\":\"git\",\"service\":\"git-upload-archive\","
@@ -166,27 +168,27 @@ test_prepare_refusals(void **state)
 	assert_non_null(strstr(msg, "only fetch, clone"));
 	free(msg);
 	free(cause);
-	gitop_clear(&g);
+	profile_git_clear(&g);
 	assert_int_equal(prepare("{\"op\":\"git\",\"service\":\"git-upload-pack\","
 	    "\"url\":\"https://gitlab.com/octo/repo\"}", &g, &msg, &cause), -1);
 	assert_non_null(strstr(msg, "serves no such host"));
 	free(msg);
 	free(cause);
-	gitop_clear(&g);
+	profile_git_clear(&g);
 	assert_int_equal(prepare("{\"op\":\"git\",\"service\":\"git-receive-pack\","
 	    "\"url\":\"https://github.com/octo/other\"}", &g, &msg, &cause), -1);
 	assert_non_null(strstr(msg, "may only reach Octo/Repo"));
 	free(msg);
 	free(cause);
-	gitop_clear(&g);
+	profile_git_clear(&g);
 }
 
-/* Environment checks for one request; via as for gitop_env. */
+/* Environment checks for one request; via as for profile_git_env. */
 static void
 check_env(const char *json, const char *via, int progress)
 {
 	static char tok[] = "ghs_unitTestToken0123456789";
-	struct gitop g;
+	struct profile_git_req g;
 	struct key k;
 	char *msg = NULL, *cause = NULL, scratch[128], want[256];
 	const char *v;
@@ -201,7 +203,7 @@ check_env(const char *json, const char *via, int progress)
 	k.val.value = (unsigned char *)tok;
 	k.val.len = strlen(tok);
 	g.secret = &k;
-	if (gitop_env(&g, scratch, via, &cause) != 0)
+	if (profile_git_env(&g, scratch, via, &cause) != 0)
 		fail_msg("env: %s", cause);
 	assert_string_equal(envbuild_get(g.env, GITC_ENV_SERVICE), "receive-pack");
 	snprintf(want, sizeof want, "%s/mirrors/alice/github.com/octo/repo.git", dir);
@@ -213,6 +215,11 @@ check_env(const char *json, const char *via, int progress)
 	    ".github/workflows/,CODEOWNERS");
 	assert_string_equal(envbuild_get(g.env, GITC_ENV_GIT), "/usr/bin/git");
 	assert_string_equal(envbuild_get(g.env, "HOME"), scratch);
+	assert_string_equal(envbuild_get(g.env, "PATH"), "/usr/bin:/bin");
+	assert_string_equal(envbuild_get(g.env, "LANG"), "C.UTF-8");
+	assert_string_equal(envbuild_get(g.env, GITC_ENV_PHASES), "1");
+	assert_ptr_equal(g.svc, &profile_git.services[1]);
+	assert_true(g.svc->push);
 	v = envbuild_get(g.env, GITC_ENV_PROGRESS);
 	if (progress)
 		assert_string_equal(v, "1");
@@ -231,7 +238,7 @@ check_env(const char *json, const char *via, int progress)
 		assert_null(envbuild_get(g.env, GITC_ENV_USERNAME));
 		assert_null(envbuild_get(g.env, GITC_ENV_TOKEN));
 	}
-	gitop_clear(&g);
+	profile_git_clear(&g);
 }
 
 static void
@@ -247,6 +254,116 @@ test_env(void **state)
 	    "\"url\":\"git@github.com:Octo/Repo.git\",\"progress\":false}", NULL, 0);
 }
 
+/* The profile is registered by name, serves op "git", and no tool may name it. */
+static void
+test_table(void **state)
+{
+	char path[128], text[512], *cause = NULL;
+	struct config *c;
+	size_t i;
+
+	(void)state;
+	assert_ptr_equal(profile_find("git"), &profile_git);
+	assert_string_equal(profile_git.op, "git");
+	assert_true(profile_git.raw_stdout);
+	assert_int_equal(profile_git.nservices, 2);
+	for (i = 0; i < profile_git.nservices; i++)
+		assert_int_equal(profile_git.services[i].push,
+		    strcmp(profile_git.services[i].name, "git-receive-pack") == 0);
+	assert_null(strstr(profile_names(), "git"));
+	assert_string_equal(cfg->git_hosts[0].username, profile_git.default_username);
+
+	snprintf(path, sizeof path, "%s/tool.json", dir);
+	snprintf(text, sizeof text, "{\"runner\": \"daemon\", \"state_dir\": \"%s\", "
+	    "\"tools\": {\"hostgit\": {\"path\": \"/usr/bin/git\", \"profile\": \"git\", "
+	    "\"rules\": [{\"allow\": [\"**\"]}]}}, \"sessions\": []}", dir);
+	put(path, text);
+	c = config_load(path, 0, &cause);
+	assert_null(c);
+	assert_non_null(cause);
+	assert_non_null(strstr(cause, "\"git\" section"));
+	free(cause);
+}
+
+/* "T" records: a known phase, a space, 1-19 digits; nothing else. */
+static void
+test_phase(void **state)
+{
+	static const char *const bad[] = { "", "start", "start ", "start x", "start 1 ",
+	    "start  1", "Start 1", "hook 12345678901234567890", "end -1", "end 1\n",
+	    "done 1", "spawn 5" };
+	const char *name;
+	unsigned long long ns;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(profile_git_phase("start 42", 8, &name, &ns), 0);
+	assert_string_equal(name, GITC_PHASE_START);
+	assert_true(ns == 42);
+	assert_int_equal(profile_git_phase("upstream 9999999999999999999", 28, &name, &ns), 0);
+	assert_string_equal(name, GITC_PHASE_UPSTREAM);
+	assert_true(ns == 9999999999999999999ULL);
+	/* The length counts, not a NUL. */
+	assert_int_equal(profile_git_phase("end 12345", 6, &name, &ns), 0);
+	assert_true(ns == 12);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		if (profile_git_phase(bad[i], strlen(bad[i]), &name, &ns) != -1)
+			fail_msg("accepted \"%s\"", bad[i]);
+		assert_null(name);
+	}
+}
+
+/* upstream's v0 ref advertisement → the SHIMBRIDGE_UPSTREAM_REFS message. */
+static void
+test_refs(void **state)
+{
+	static const char adv[] =
+	    "001e# service=git-upload-pack\n0000"
+	    "00461111111111111111111111111111111111111111 HEAD\0multi_ack side-band\n"
+	    "003d1111111111111111111111111111111111111111 refs/heads/main\n"
+	    "003a2222222222222222222222222222222222222222 refs/tags/v1\n"
+	    "003d1111111111111111111111111111111111111111 refs/tags/v1^{}\n"
+	    "003e1111111111111111111111111111111111111111 refs/pull/1/head\n"
+	    "0000";
+	static const char want[] = "refs\n"
+	    "1111111111111111111111111111111111111111 refs/heads/main\n"
+	    "2222222222222222222222222222222222222222 refs/tags/v1\n"
+	    "end\n";
+	static const char *const bad[] = {
+		"",					/* nothing */
+		"001e# service=git-upload-pack\n",	/* no flush */
+		"001e# service=git-receive-pac\n0000",	/* wrong service */
+		"001e# service=git-upload-pack\n00000000x",	/* trailing bytes */
+		"001e# service=git-upload-pack\n0000003f1111 refs/heads/mainXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX\n0000",
+		"001e# service=git-upload-pack\n0000"
+		    "003c1111111111111111111111111111111111111111 refs/heads/m n\n0000",
+		"001e# service=git-upload-pack\n0000ffff",	/* longer than the body */
+		"001e# service=git-upload-pack\n00000001",	/* a v2 delimiter */
+	};
+	char *out;
+	size_t len, i;
+
+	(void)state;
+	assert_int_equal(profile_git_refs((const unsigned char *)adv, sizeof adv - 1, &out,
+	    &len), 0);
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(out, want, len);
+	free(out);
+	/* An empty repository: an empty list, which is an answer too. */
+	assert_int_equal(profile_git_refs((const unsigned char *)
+	    "001e# service=git-upload-pack\n00000000", 38, &out, &len), 0);
+	assert_int_equal(len, 9);
+	assert_memory_equal(out, "refs\nend\n", 9);
+	free(out);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		out = (char *)1;
+		if (profile_git_refs((const unsigned char *)bad[i], strlen(bad[i]), &out,
+		    &len) != -1)
+			fail_msg("accepted bad advertisement %zu", i);
+		assert_null(out);
+	}
+}
+
 int
 main(void)
 {
@@ -254,6 +371,9 @@ main(void)
 		cmocka_unit_test(test_parse_url),
 		cmocka_unit_test(test_prepare_refusals),
 		cmocka_unit_test(test_env),
+		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_phase),
+		cmocka_unit_test(test_refs),
 	};
 
 	if (sodium_init() < 0)

@@ -1,4 +1,9 @@
-/* git requests: URL and repository checks, mirror location, helper environment. */
+/*
+ * The git profile: git's network leg (op "git", bridge/op-git.c) as one table
+ * (profile_git below: services, the helper's base environment, the secret's
+ * HTTP Basic user, stdout left unredacted) and its request checks: URL and
+ * repository, mirror location, the helper's environment (common/gitcontract.h).
+ */
 #include <sys/stat.h>
 
 #include <ctype.h>
@@ -12,15 +17,48 @@
 
 #include "config.h"
 #include "gitcontract.h"
-#include "gitop.h"
+#include "profile-git.h"
+#include "profile.h"
 #include "proto.h"
 #include "keyring.h"
 #include "spawn.h"
 #include "util.h"
 
+/* What a sandbox's git may ask for: fetch/clone/ls-remote and push. */
+static const struct profile_service profile_git_services[] = {
+	{ "git-upload-pack", "upload-pack", 0 },
+	{ "git-receive-pack", "receive-pack", 1 },
+};
+
+/* Every shimbridge-git call starts from these (and nothing inherited). */
+static const char *const profile_git_env_base[] = {
+	"PATH", "/usr/bin:/bin",
+	"LANG", "C.UTF-8",
+	NULL
+};
+
+/*
+ * The git profile. Its secret is the git host's ("git.hosts.H.secret"), sent by
+ * the injector as HTTP Basic (default user below); host git never holds it when
+ * jailed. stdout is the pack protocol: masking bytes in it would corrupt
+ * pkt-line lengths, so only stderr is redacted (see op-git.c).
+ */
+const struct profile profile_git = {
+	.name = "git",
+	.inject = 1,
+	.help = "git fetch, clone, pull, ls-remote and push (the network leg; every "
+	    "other git command runs in the sandbox)",
+	.op = "git",
+	.services = profile_git_services,
+	.nservices = sizeof profile_git_services / sizeof profile_git_services[0],
+	.fixed_env = profile_git_env_base,
+	.default_username = "x-access-token",
+	.raw_stdout = 1,
+};
+
 /* Characters GitHub allows in owner and repository names. */
 static int
-gitop_name_ok(const char *s, size_t n)
+profile_git_name_ok(const char *s, size_t n)
 {
 	size_t i;
 
@@ -35,7 +73,7 @@ gitop_name_ok(const char *s, size_t n)
 
 /* Host names: letters, digits, dots and dashes, optionally :port; starts alphanumeric. */
 static int
-gitop_host_ok(const char *s, size_t n)
+profile_git_host_ok(const char *s, size_t n)
 {
 	size_t i;
 
@@ -53,7 +91,7 @@ gitop_host_ok(const char *s, size_t n)
 
 /* https://HOST/OWNER/NAME[.git][/], http:// too, or git@HOST:OWNER/NAME[.git]. */
 int
-gitop_parse_url(const char *url, char **host, char **owner, char **name, const char **why)
+profile_git_parse_url(const char *url, char **host, char **owner, char **name, const char **why)
 {
 	const char *p, *h, *slash, *end;
 	size_t hn, on, nn;
@@ -77,7 +115,7 @@ gitop_parse_url(const char *url, char **host, char **owner, char **name, const c
 	}
 	h = p;
 	hn = strcspn(h, url[0] == 'g' ? ":/" : "/");
-	if (!gitop_host_ok(h, hn) || h[hn] == '\0') {
+	if (!profile_git_host_ok(h, hn) || h[hn] == '\0') {
 		*why = "malformed host in URL (user names, passwords and odd characters are refused)";
 		return -1;
 	}
@@ -93,7 +131,7 @@ gitop_parse_url(const char *url, char **host, char **owner, char **name, const c
 	nn = (size_t)(end - (slash + 1));
 	if (nn > 4 && memcmp(end - 4, ".git", 4) == 0)
 		nn -= 4;
-	if (!gitop_name_ok(p, on) || !gitop_name_ok(slash + 1, nn) ||
+	if (!profile_git_name_ok(p, on) || !profile_git_name_ok(slash + 1, nn) ||
 	    memchr(slash + 1, '/', nn) != NULL) {
 		*why = "the URL must be exactly OWNER/REPOSITORY, with GitHub's characters";
 		return -1;
@@ -106,7 +144,7 @@ gitop_parse_url(const char *url, char **host, char **owner, char **name, const c
 
 /* Lower-case copy, so one repository has one mirror whatever the spelling. */
 static char *
-gitop_lower(const char *s)
+profile_git_lower(const char *s)
 {
 	char *l = xstrdup(s), *p;
 
@@ -117,7 +155,7 @@ gitop_lower(const char *s)
 
 /* Validate the request and fill g. */
 int
-gitop_prepare(const struct config *c, const struct session *s, json_t *req, struct gitop *g,
+profile_git_prepare(const struct config *c, const struct session *s, json_t *req, struct profile_git_req *g,
     char **msg, char **cause)
 {
 	static const char *const keys[] = { "op", "service", "url", "env", "progress", NULL };
@@ -152,17 +190,18 @@ gitop_prepare(const struct config *c, const struct session *s, json_t *req, stru
 	svc = json_string_value(jsvc);
 	url = json_string_value(jurl);
 	g->audit_argv = json_pack("[ss]", svc, url);
-	if (strcmp(svc, "git-upload-pack") == 0)
-		g->service = xstrdup("upload-pack");
-	else if (strcmp(svc, "git-receive-pack") == 0)
-		g->service = xstrdup("receive-pack");
-	else {
+	for (i = 0; i < profile_git.nservices; i++) {
+		if (strcmp(svc, profile_git.services[i].name) == 0)
+			g->svc = &profile_git.services[i];
+	}
+	if (g->svc == NULL) {
 		*cause = xstrdup("unsupported git service");
 		xasprintf(msg, "git %s is not served through the bridge; only fetch, clone, "
 		    "pull, ls-remote and push are.", svc);
 		return -1;
 	}
-	if (!config_session_has_tool(s, "git") || c->git_helper == NULL || c->git_path == NULL) {
+	g->service = xstrdup(g->svc->helper);
+	if (!config_session_has_tool(s, profile_git.name) || c->git_helper == NULL || c->git_path == NULL) {
 		g->code = ERR_UNKNOWN_TOOL;
 		*cause = xstrdup("git not granted to the session");
 		*msg = xstrdup("git network access (push, fetch, clone) is not available in "
@@ -170,7 +209,7 @@ gitop_prepare(const struct config *c, const struct session *s, json_t *req, stru
 		    "you need to reach the remote.");
 		return -1;
 	}
-	if (gitop_parse_url(url, &g->host, &g->owner, &g->name, &why) != 0) {
+	if (profile_git_parse_url(url, &g->host, &g->owner, &g->name, &why) != 0) {
 		*cause = xstrdup(why);
 		xasprintf(msg, "the remote URL %.200s is refused: %s. Use "
 		    "https://HOST/OWNER/REPOSITORY.", url, why);
@@ -201,10 +240,10 @@ gitop_prepare(const struct config *c, const struct session *s, json_t *req, stru
 	g->secret_name = gh->secret;	/* the caller looks its value up (keyring) */
 	xasprintf(&g->upstream, "%.*s/%s/%s.git", (int)(strlen(gh->upstream) -
 	    (gh->upstream[strlen(gh->upstream) - 1] == '/')), gh->upstream, g->owner, g->name);
-	lo = gitop_lower(g->owner);
-	ln = gitop_lower(g->name);
+	lo = profile_git_lower(g->owner);
+	ln = profile_git_lower(g->name);
 	{
-		char *lh = gitop_lower(g->host);
+		char *lh = profile_git_lower(g->host);
 
 		xasprintf(&g->mirror, "%s/mirrors/%s/%s/%s/%s.git", c->state_dir, s->name, lh, lo, ln);
 		free(lh);
@@ -227,7 +266,7 @@ gitop_prepare(const struct config *c, const struct session *s, json_t *req, stru
 
 /* mkdir -p below base, each new level owned by uid:gid, mode 0700. */
 static int
-gitop_mkdirs(const char *base, const char *rel, uid_t uid, gid_t gid, char **cause)
+profile_git_mkdirs(const char *base, const char *rel, uid_t uid, gid_t gid, char **cause)
 {
 	char *path, *p;
 
@@ -261,7 +300,7 @@ gitop_mkdirs(const char *base, const char *rel, uid_t uid, gid_t gid, char **cau
 
 /* Join a string vector with commas. */
 static char *
-gitop_join(char *const *v, size_t n)
+profile_git_join(char *const *v, size_t n)
 {
 	size_t len = 1, i;
 	char *s;
@@ -279,14 +318,15 @@ gitop_join(char *const *v, size_t n)
 
 /* Build the helper's environment from nothing. */
 int
-gitop_env(struct gitop *g, const char *scratch, const char *via, char **cause)
+profile_git_env(struct profile_git_req *g, const char *scratch, const char *via, char **cause)
 {
 	const struct config *c = g->cfg;
 	const struct git_host *gh = config_git_host(c, g->host);
 	char *rel, *lh, *lo, *s;
+	size_t i;
 
-	lh = gitop_lower(g->host);
-	lo = gitop_lower(g->owner);
+	lh = profile_git_lower(g->host);
+	lo = profile_git_lower(g->owner);
 	xasprintf(&rel, "%s/%s/%s", g->session->name, lh, lo);
 	free(lh);
 	free(lo);
@@ -295,7 +335,7 @@ gitop_env(struct gitop *g, const char *scratch, const char *via, char **cause)
 		int rc;
 
 		xasprintf(&base, "%s/mirrors", c->state_dir);
-		rc = gitop_mkdirs(base, rel, g->session->runner_uid, g->session->runner_gid,
+		rc = profile_git_mkdirs(base, rel, g->session->runner_uid, g->session->runner_gid,
 		    cause);
 		free(base);
 		free(rel);
@@ -303,9 +343,10 @@ gitop_env(struct gitop *g, const char *scratch, const char *via, char **cause)
 			return -1;
 	}
 	g->env = envbuild_new();
-	envbuild_set(g->env, "PATH", "/usr/bin:/bin", 13, 0);
+	for (i = 0; profile_git.fixed_env[i] != NULL; i += 2)
+		envbuild_set(g->env, profile_git.fixed_env[i], profile_git.fixed_env[i + 1],
+		    strlen(profile_git.fixed_env[i + 1]), 0);
 	envbuild_set(g->env, "HOME", scratch, strlen(scratch), 0);
-	envbuild_set(g->env, "LANG", "C.UTF-8", 7, 0);
 	envbuild_set(g->env, GITC_ENV_SERVICE, g->service, strlen(g->service), 0);
 	envbuild_set(g->env, GITC_ENV_MIRROR, g->mirror, strlen(g->mirror), 0);
 	if (via != NULL) {
@@ -318,22 +359,24 @@ gitop_env(struct gitop *g, const char *scratch, const char *via, char **cause)
 		envbuild_set(g->env, GITC_ENV_USERNAME, gh->username, strlen(gh->username), 0);
 	}
 	envbuild_set(g->env, GITC_ENV_GIT, c->git_path, strlen(c->git_path), 0);
-	s = gitop_join(c->no_push_branches, c->nno_push_branches);
+	s = profile_git_join(c->no_push_branches, c->nno_push_branches);
 	envbuild_set(g->env, GITC_ENV_NO_PUSH, s, strlen(s), 0);
 	free(s);
-	s = gitop_join(c->protected_branches, c->nprotected_branches);
+	s = profile_git_join(c->protected_branches, c->nprotected_branches);
 	envbuild_set(g->env, GITC_ENV_FF_ONLY, s, strlen(s), 0);
 	free(s);
-	s = gitop_join(c->protected_tags, c->nprotected_tags);
+	s = profile_git_join(c->protected_tags, c->nprotected_tags);
 	envbuild_set(g->env, GITC_ENV_TAGS, s, strlen(s), 0);
 	free(s);
-	s = gitop_join(c->deny_paths, c->ndeny_paths);
+	s = profile_git_join(c->deny_paths, c->ndeny_paths);
 	envbuild_set(g->env, GITC_ENV_DENY_PATHS, s, strlen(s), 0);
 	free(s);
 	if (g->protocol != NULL)
 		envbuild_set(g->env, GITC_ENV_PROTOCOL, g->protocol, strlen(g->protocol), 0);
 	if (g->progress)
 		envbuild_set(g->env, GITC_ENV_PROGRESS, "1", 1, 0);
+	/* Phase marks for the audit log's "git-phases" record (op-git.c). */
+	envbuild_set(g->env, GITC_ENV_PHASES, "1", 1, 0);
 	if (via == NULL && envbuild_set(g->env, GITC_ENV_TOKEN,
 	    (const char *)g->secret->val.value, g->secret->val.len, 1) != 0) {
 		*cause = xstrdup("the git credential cannot be passed (it contains a NUL byte)");
@@ -344,7 +387,7 @@ gitop_env(struct gitop *g, const char *scratch, const char *via, char **cause)
 
 /* Release everything. */
 void
-gitop_clear(struct gitop *g)
+profile_git_clear(struct profile_git_req *g)
 {
 	size_t i;
 
@@ -364,4 +407,153 @@ gitop_clear(struct gitop *g)
 	envbuild_free(g->env);
 	json_decref(g->audit_argv);
 	memset(g, 0, sizeof *g);
+}
+
+/* Parse the text of a "T" record (common/gitcontract.h): "<phase> <ns>". */
+int
+profile_git_phase(const char *p, size_t len, const char **name, unsigned long long *ns)
+{
+	static const char *const names[] = { GITC_PHASE_START, GITC_PHASE_MIRROR,
+	    GITC_PHASE_HOOK, GITC_PHASE_POLICY, GITC_PHASE_UPSTREAM, GITC_PHASE_END };
+	size_t i, n = 0;
+
+	*name = NULL;
+	*ns = 0;
+	for (i = 0; i < sizeof names / sizeof names[0] && *name == NULL; i++) {
+		n = strlen(names[i]);
+		if (len > n + 1 && memcmp(p, names[i], n) == 0 && p[n] == ' ')
+			*name = names[i];
+	}
+	if (*name == NULL)
+		return -1;
+	p += n + 1;
+	len -= n + 1;
+	if (len == 0 || len > 19) {		/* 19 digits never overflow 64 bits */
+		*name = NULL;
+		return -1;
+	}
+	for (i = 0; i < len; i++) {
+		if (p[i] < '0' || p[i] > '9') {
+			*name = NULL;
+			*ns = 0;
+			return -1;
+		}
+		*ns = *ns * 10 + (unsigned long long)(p[i] - '0');
+	}
+	return 0;
+}
+
+/* The value of 4 hex digits, or -1. */
+static int
+profile_git_hex4(const char *p)
+{
+	int v = 0, i;
+
+	for (i = 0; i < 4; i++) {
+		v <<= 4;
+		if (p[i] >= '0' && p[i] <= '9')
+			v |= p[i] - '0';
+		else if (p[i] >= 'a' && p[i] <= 'f')
+			v |= p[i] - 'a' + 10;
+		else
+			return -1;
+	}
+	return v;
+}
+
+/* Whether a ref name may go into the list: printable, no space. */
+static int
+profile_git_refname_ok(const char *r, size_t n)
+{
+	size_t i;
+
+	if (n < 12 || n > 1024)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if ((unsigned char)r[i] <= 0x20 || r[i] == 0x7f)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Turn upstream's protocol v0 ref advertisement (the body of GET
+ * .../info/refs?service=git-upload-pack) into the SHIMBRIDGE_UPSTREAM_REFS message:
+ * its heads and tags as "<oid> <ref>" lines between "refs" and "end".
+ */
+int
+profile_git_refs(const unsigned char *adv, size_t len, char **out, size_t *outlen)
+{
+	static const char svc[] = "# service=git-upload-pack\n";
+	const char *p = (const char *)adv, *end = p + len, *line, *sp, *nul;
+	size_t n, cap = GITC_REFS_MAX, olen = 0, oidlen, i;
+	char *o = NULL;
+	int pl, section = 0, first = 1;
+
+	*out = NULL;
+	*outlen = 0;
+	o = xmalloc(cap);
+	memcpy(o, "refs\n", 5);
+	olen = 5;
+	for (;;) {
+		if (end - p < 4 || (pl = profile_git_hex4(p)) < 0 || pl == 1 || pl == 2 ||
+		    pl == 3 || pl > 65520 || (pl > 0 && end - p < pl))
+			goto bad;
+		if (pl == 0) {			/* flush: the end of a section */
+			p += 4;
+			if (++section == 2)
+				break;
+			continue;
+		}
+		line = p + 4;
+		n = (size_t)pl - 4;
+		p += pl;
+		if (n > 0 && line[n - 1] == '\n')
+			n--;
+		if (section == 0) {
+			if (n != sizeof svc - 2 || memcmp(line, svc, n) != 0)
+				goto bad;
+			continue;
+		}
+		/* "<oid> <ref>[\0<capabilities>]" (capabilities on the first only). */
+		if ((nul = memchr(line, '\0', n)) != NULL) {
+			if (!first)
+				goto bad;
+			n = (size_t)(nul - line);
+		}
+		first = 0;
+		if ((sp = memchr(line, ' ', n)) == NULL)
+			goto bad;
+		oidlen = (size_t)(sp - line);
+		if (oidlen != 40 && oidlen != 64)
+			goto bad;
+		for (i = 0; i < oidlen; i++) {
+			if (!((line[i] >= '0' && line[i] <= '9') || (line[i] >= 'a' && line[i] <= 'f')))
+				goto bad;
+		}
+		n -= oidlen + 1;
+		sp++;
+		if ((n > 11 && memcmp(sp, "refs/heads/", 11) == 0) ||
+		    (n > 10 && memcmp(sp, "refs/tags/", 10) == 0)) {
+			if (memcmp(sp + n - 3, "^{}", 3) == 0)
+				continue;	/* a peeled tag: not a ref of its own */
+			if (!profile_git_refname_ok(sp, n))
+				goto bad;
+			if (olen + oidlen + 1 + n + 1 + 4 > cap)
+				goto bad;	/* too many: shimbridge-git fetches instead */
+			memcpy(o + olen, line, oidlen + 1);
+			memcpy(o + olen + oidlen + 1, sp, n);
+			olen += oidlen + 1 + n;
+			o[olen++] = '\n';
+		}
+	}
+	if (p != end)
+		goto bad;
+	memcpy(o + olen, "end\n", 4);
+	*out = o;
+	*outlen = olen + 4;
+	return 0;
+bad:
+	free(o);
+	return -1;
 }

@@ -1,10 +1,13 @@
 /*
+ * The git profile (bridge/profile-git.c; the table is profile_git in profile.h).
  * The git network leg: validate a remote helper's "connect" (service, URL) against
  * the session's repositories and the configured hosts, then describe the host-side
  * shimbridge-git run (mirror, upstream, credential) that serves it.
  */
-#ifndef SHIMBRIDGE_GITOP_H
-#define SHIMBRIDGE_GITOP_H
+#ifndef SHIMBRIDGE_PROFILE_GIT_H
+#define SHIMBRIDGE_PROFILE_GIT_H
+
+#include <stddef.h>
 
 #include <jansson.h>
 
@@ -12,8 +15,10 @@ struct config;
 struct session;
 struct envbuild;
 struct key;
+struct profile_service;
 
-struct gitop {
+struct profile_git_req {
+	const struct profile_service *svc;	/* the profile's entry for the service */
 	char			 *service;	/* upload-pack or receive-pack */
 	char			 *host;		/* as configured, e.g. github.com */
 	char			 *owner;
@@ -28,27 +33,42 @@ struct gitop {
 	char			 *rule;
 	const char		 *code;		/* error code when refused */
 	const char		 *secret_name;	/* the host's secret (in the config) */
-	const struct key	 *secret;	/* its value: set by the caller before gitop_env */
+	const struct key	 *secret;	/* its value: set by the caller before profile_git_env */
 	const struct config	 *cfg;
 	const struct session	 *session;
 };
 
 /* Parse a git URL into host, owner, name. Returns 0 or -1 with a static *why. */
-int	gitop_parse_url(const char *url, char **host, char **owner, char **name,
+int	profile_git_parse_url(const char *url, char **host, char **owner, char **name,
 	    const char **why);
 /*
  * Validate a "git" request. On refusal returns -1 with *msg (for the agent; NULL
  * for a malformed request) and *cause (for the audit log).
  */
-int	gitop_prepare(const struct config *, const struct session *, json_t *req,
-	    struct gitop *, char **msg, char **cause);
+int	profile_git_prepare(const struct config *, const struct session *, json_t *req,
+	    struct profile_git_req *, char **msg, char **cause);
 /*
  * Create the mirror's parent directories and build the helper's environment.
  * via NULL: the upstream is the configured host and shimbridge-git gets the token
  * (SHIMBRIDGE_USERNAME/TOKEN). via "http://127.0.0.1:PORT": the daemon's loopback
  * injector, which adds the credential; the helper then gets none at all.
  */
-int	gitop_env(struct gitop *, const char *scratch, const char *via, char **cause);
-void	gitop_clear(struct gitop *);
+int	profile_git_env(struct profile_git_req *, const char *scratch, const char *via, char **cause);
+void	profile_git_clear(struct profile_git_req *);
+/*
+ * Parse the text after "T " of a refusal-pipe record (common/gitcontract.h): one
+ * of the GITC_PHASE_* names (*name points to it), a space, 1-19 decimal digits
+ * (*ns). 0, or -1 for anything else.
+ */
+int	profile_git_phase(const char *rec, size_t len, const char **name,
+	    unsigned long long *ns);
+/*
+ * From upstream's protocol v0 ref advertisement (info/refs?service=git-upload-pack,
+ * pkt-lines), the SHIMBRIDGE_UPSTREAM_REFS message (common/gitcontract.h): "refs\n",
+ * "<oid> <ref>\n" for each head and tag (peeled "^{}" entries left out), "end\n".
+ * 0 and a malloc'd *out of at most GITC_REFS_MAX bytes, or -1 when the body is
+ * not exactly such an advertisement or the list would be longer.
+ */
+int	profile_git_refs(const unsigned char *adv, size_t len, char **out, size_t *outlen);
 
 #endif

@@ -1,0 +1,63 @@
+#!/usr/bin/python3
+"""Where a git push or fetch through the bridge spends its time (bench/run, make bench).
+
+git-phases.py AUDIT_LOG SKIP_FETCH SKIP_PUSH
+
+Reads the daemon's "git-phases" audit records (bridge/op-git.c: milliseconds since the
+request started at which each phase ended: spawn, start, mirror, hook, policy, upstream,
+end, done), drops the first SKIP_FETCH upload-pack and SKIP_PUSH receive-pack calls
+(clones and warm-up), and prints two lines, "push" and "fetch", each with the median
+length of every phase in ms:
+
+  jail        request → shimbridge-git runs (policy, scratch dir, injector, jailed spawn)
+  mirror      mirror locked and refreshed from upstream (the pre-fetch)
+  receive     push: the sandbox's pack received into the mirror's quarantine, hook started
+  policy      push: the git policy's checks
+  upstream    push: the accepted update pushed upstream through the injector
+  serve       receive-pack finishing / upload-pack serving the sandbox
+  finish      shimbridge-git gone → the call's output drained and audited
+"""
+
+import json
+import statistics
+import sys
+
+
+def main():
+    log, skip_fetch, skip_push = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    calls = {"git-upload-pack": [], "git-receive-pack": []}
+    with open(log, encoding="utf-8") as f:
+        for line in f:
+            if '"git-phases"' not in line:
+                continue
+            rec = json.loads(line)
+            svc = (rec.get("argv") or ["?"])[0]
+            if svc in calls:
+                calls[svc].append(rec.get("ms", {}))
+    calls["git-upload-pack"] = calls["git-upload-pack"][skip_fetch:]
+    calls["git-receive-pack"] = calls["git-receive-pack"][skip_push:]
+    spans = {
+        "git-receive-pack": [("jail", None, "start"), ("mirror", "start", "mirror"),
+                             ("receive", "mirror", "hook"), ("policy", "hook", "policy"),
+                             ("upstream", "policy", "upstream"), ("serve", "upstream", "end"),
+                             ("finish", "end", "done")],
+        "git-upload-pack": [("jail", None, "start"), ("mirror", "start", "mirror"),
+                            ("serve", "mirror", "end"), ("finish", "end", "done")],
+    }
+    for svc, name in (("git-receive-pack", "push"), ("git-upload-pack", "fetch")):
+        out = []
+        for label, a, b in spans[svc]:
+            vals = [m[b] - (m[a] if a else 0) for m in calls[svc]
+                    if b in m and (a is None or a in m)]
+            if vals:
+                out.append("%s %.1f" % (label, statistics.median(vals)))
+        totals = [m["done"] for m in calls[svc] if "done" in m]
+        if not totals:
+            print("%s n/a" % name)
+            continue
+        print("%s %s; total %.1f ms (%d calls)" % (name, ", ".join(out),
+                                                   statistics.median(totals), len(totals)))
+
+
+if __name__ == "__main__":
+    main()
