@@ -40,20 +40,8 @@ setup_file() {
 	sh "$FIXTURES/mkappkey.sh" "$T/keys"
 	install -m 0600 "$T/keys/app.key" "$SB_DIR/etc/app.key"
 	install -m 0600 "$T/keys/other.key" "$SB_DIR/etc/other.key"
-	# The fake's static token is never given to the bridge: only app tokens are in play.
-	sb_fakegh_start "static-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')" \
-		--app-id "$APP_ID" --app-public-key "$T/keys/app.pub" \
-		--app-installation 678:octo --app-token-ttl "$GHAPP_TTL" \
-		--app-state "$SB_DIR/fakegh/app-state.json" \
-		--app-fail-file "$SB_DIR/fakegh/mint-fails" \
-		--app-reveal-tokens "$SB_DIR/fakegh/revealed"
-	chmod 644 "$FAKEGH_CA"
-	STATE=$SB_DIR/fakegh/app-state.json
-	REVEAL=$SB_DIR/fakegh/revealed
-	: >"$REVEAL"
-	chmod 600 "$REVEAL"
-	export STATE REVEAL
-	# git: octo/alpha and octo/beta, each with a main branch; app tokens only.
+	# git: octo/alpha and octo/beta, each with a main branch, served by the fake on its
+	# own port (an app token works only on the app's host); app tokens only.
 	local up=$SB_DIR/up r
 	mkdir -p "$up/root/octo"
 	chmod 700 "$up"
@@ -63,13 +51,23 @@ setup_file() {
 		git init -q --bare -b main "$up/root/octo/$r.git"
 		git -C "$up/seed" push -q "$up/root/octo/$r.git" main
 	done
-	sb_bg "$PY" "$FIXTURES/githttp.py" --root "$up/root" --app-state "$STATE" \
-		--cert "$SB_DIR/certs/server.pem" --key "$SB_DIR/certs/server.key" \
-		--port-file "$up/port" --log "$up/requests.log" </dev/null >"$up/out" 2>"$up/err"
-	echo $! >"$up/pid"
-	sb_wait_for 10 test -s "$up/port"
-	GIT_PORT=$(cat "$up/port")
 	GIT_LOG=$up/requests.log
+	: >"$GIT_LOG"
+	# The fake's static token is never given to the bridge: only app tokens are in play.
+	sb_fakegh_start "static-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')" \
+		--app-id "$APP_ID" --app-public-key "$T/keys/app.pub" \
+		--app-installation 678:octo --app-token-ttl "$GHAPP_TTL" \
+		--app-state "$SB_DIR/fakegh/app-state.json" \
+		--app-fail-file "$SB_DIR/fakegh/mint-fails" \
+		--app-reveal-tokens "$SB_DIR/fakegh/revealed" \
+		--git-root "$up/root" --git-log "$GIT_LOG"
+	chmod 644 "$FAKEGH_CA"
+	STATE=$SB_DIR/fakegh/app-state.json
+	REVEAL=$SB_DIR/fakegh/revealed
+	: >"$REVEAL"
+	chmod 600 "$REVEAL"
+	export STATE REVEAL
+	GIT_PORT=$FAKEGH_PORT
 	export GIT_PORT GIT_LOG
 	sb_shim_links gh git-remote-shimbridge
 	ghapp_config "$APP_ID" app-key | sb_config
@@ -107,9 +105,14 @@ EOF
 
 teardown_file() {
 	local rc=0
-	sb_stop || rc=$?
-	sb_fakegh_kill "$SB_DIR/up"
+	[ -e "$SB_DIR/daemon.stopped" ] || ghapp_stop || rc=$?
 	sb_fakegh_stop
+	# GHAPP_KEEP=DIR: keep the logs, the audit and the fake's state for a look.
+	if [ -n "${GHAPP_KEEP:-}" ] && [ -n "${SB_DIR:-}" ]; then
+		mkdir -p "$GHAPP_KEEP"
+		cp -r "$SB_DIR/log" "$SB_DIR/fakegh" "$SB_DIR/up/requests.log" "$T/sandbox.out" \
+			"$GHAPP_KEEP/" 2>/dev/null
+	fi
 	[ -n "${SB_DIR:-}" ] && rm -rf "$SB_DIR"
 	sb_reap_suite
 	return "$rc"
@@ -121,6 +124,19 @@ setup() {
 
 teardown() {
 	sb_reap
+}
+
+# Stop the daemon (started by setup_file, so not this shell's child): TERM, wait for
+# it to exit (it revokes its tokens first), fail on a sanitizer report.
+ghapp_stop() {
+	local pid=${SB_PID:-}
+	[ -n "$pid" ] || return 0
+	SB_PID=
+	kill -0 "$pid" 2>/dev/null || { echo "the daemon was not running" >&2; return 1; }
+	kill -TERM "$pid"
+	sb_wait_for 30 eval "! kill -0 $pid 2>/dev/null" || { echo "the daemon did not stop" >&2; return 1; }
+	! grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$SB_DIR/log/daemon.log" || {
+		cat "$SB_DIR/log/daemon.log" >&2; false; }
 }
 
 # ghapp_config APP_ID KEY_SECRET [SECRET_NAME] — the main config: the key as a file
@@ -179,6 +195,11 @@ tok() {
 # tstate FP KEY — a field of the fake's record of that token.
 tstate() {
 	jq -r --arg f "$1" --arg k "$2" '.tokens[] | select(.fp == $f) | .[$k]' "$STATE"
+}
+
+# is_revoked FP — whether the fake holds that token revoked.
+is_revoked() {
+	[ "$(tstate "$1" revoked)" = true ]
 }
 
 # bfp TOKEN — the bridge's fingerprint of a token: BLAKE2b-128, first 8 hex digits.
@@ -313,7 +334,8 @@ since() {
 	[ "$status" -ne 0 ]
 	push bob alpha
 	[ "$status" -ne 0 ]
-	! since "$FAKEGH_LOG" "$from" | grep -q 'octo/beta\|octo/alpha' || false
+	# (only the bridge's own App calls, mints and revocations, may have happened since)
+	! since "$FAKEGH_LOG" "$from" | jq -e -s 'any(.[]; .app_event == null)' >/dev/null || false
 	[ -z "$(since "$GIT_LOG" "$gfrom")" ]
 
 	# GitHub (the fake) refuses them too: each session's live token, used directly.
@@ -330,7 +352,7 @@ since() {
 	api "$ta" POST /api/graphql "{\"query\":\"mutation { createPullRequest(input: {repositoryId: \\\"$beta_id\\\", headRefName: \\\"h\\\", baseRefName: \\\"main\\\", title: \\\"x\\\"}) { pullRequest { number } } }\"}"
 	jq -e '.errors[0].type == "NOT_FOUND"' "$BATS_TEST_TMPDIR/body"
 	rawgit "$ta" ls-remote up:octo/alpha.git
-	run rawgit "$ta" push -q up:octo/beta.git "HEAD:refs/heads/x$RANDOM"
+	run rawgit "$ta" -C "$SB_DIR/up/seed" push -q up:octo/beta.git "HEAD:refs/heads/x$RANDOM"
 	[ "$status" -ne 0 ]
 	jq -e -s --arg f "$a" 'any(.[]; .token_fp == $f and .status == 404 and (.path | startswith("/octo/beta.git")))' "$GIT_LOG"
 	run rawgit "$tb" ls-remote up:octo/alpha.git
@@ -374,15 +396,15 @@ since() {
 	[ "$fails" -eq 0 ]
 	[ "$(($(fps alpha | wc -l) - a0))" -ge 3 ] && [ "$(($(fps beta | wc -l) - b0))" -ge 3 ]
 	# No request ever carried an expired or revoked token.
-	! since "$FAKEGH_LOG" "$from" | jq -e -s 'any(.[]; .status == 401)' >/dev/null || {
+	! since "$FAKEGH_LOG" "$from" | jq -e -s 'any(.[]; .status == 401 and .token_fp)' >/dev/null || {
 		since "$FAKEGH_LOG" "$from" | jq -c 'select(.status == 401)' >&2; false; }
-	! since "$GIT_LOG" "$gfrom" | jq -e -s 'any(.[]; .status == 401)' >/dev/null || {
+	! since "$GIT_LOG" "$gfrom" | jq -e -s 'any(.[]; .status == 401 and .token_fp)' >/dev/null || {
 		since "$GIT_LOG" "$gfrom" | jq -c 'select(.status == 401)' >&2; false; }
 	# Every replaced token is revoked (by its grace period's end, before it expires).
 	local f
 	for r in alpha beta; do
 		for f in $(fps "$r" | head -n -1); do
-			sb_wait_for "$GHAPP_TTL" test "$(tstate "$f" revoked)" = true ||
+			sb_wait_for "$GHAPP_TTL" is_revoked "$f" ||
 				{ echo "octo/$r token $f was replaced but not revoked" >&2; return 1; }
 		done
 	done
@@ -464,7 +486,7 @@ since() {
 	run "$SB_BUILD/shimbridge" -c "$SB_CONFIG" --shim-dir "$SB_DIR/bin" session remove bob
 	printf '%s\n' "$output" >>"$T/sandbox.out"
 	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
-	sb_wait_for 15 test "$(tstate "$f" revoked)" = true ||
+	sb_wait_for 15 is_revoked "$f" ||
 		{ echo "bob's token $f is not revoked" >&2; return 1; }
 	jq -e -s --arg f "$f" 'any(.[]; .app_event == "revoke" and .token_fp == $f and .status == 204)' "$FAKEGH_LOG"
 	[ "$(api "$(tok "$f")" GET /api/v3/repos/octo/beta)" = 401 ]
@@ -479,7 +501,8 @@ since() {
 	ok_or_show
 	f=$(sb_wait_for 20 live alpha >/dev/null && live alpha)
 	[ -n "$f" ]
-	sb_stop
+	ghapp_stop
+	: >"$SB_DIR/daemon.stopped"
 	[ "$(tstate "$f" revoked)" = true ] || { echo "alice's token $f survived the stop" >&2; return 1; }
 	[ "$(api "$(tok "$f")" GET /api/v3/repos/octo/alpha)" = 401 ]
 	# No token of the app is left live.
