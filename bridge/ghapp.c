@@ -407,13 +407,13 @@ ghapp_backoff(int failures)
 	return 1 << failures;
 }
 
-/* Name a token by the first 8 hex digits of its BLAKE2b hash. */
+/* Name a token by the first 8 hex digits of its SHA-256 hash. */
 void
 ghapp_fingerprint(const unsigned char *tok, size_t len, char out[9])
 {
-	unsigned char h[16];
+	unsigned char h[crypto_hash_sha256_BYTES];
 
-	crypto_generichash(h, sizeof h, tok, len, NULL, 0);
+	crypto_hash_sha256(h, tok, len);
 	snprintf(out, 9, "%02x%02x%02x%02x", h[0], h[1], h[2], h[3]);
 }
 

@@ -104,7 +104,7 @@ char		*ghapp_error_message(const unsigned char *body, size_t len);
 time_t		 ghapp_refresh_at(time_t minted, time_t expires, int refresh_before);
 /* Seconds to wait after the n-th failure in a row (n >= 1): 2, 4, 8, ... up to 60. */
 int		 ghapp_backoff(int failures);
-/* First 8 hex digits of the token's BLAKE2b hash: names a token without revealing it. */
+/* First 8 hex digits of the token's SHA-256 hash: names a token without revealing it. */
 void		 ghapp_fingerprint(const unsigned char *, size_t, char out[9]);
 /* "2026-11-25T07:00:00Z" for t (out: 21 bytes or more). */
 void		 ghapp_time(time_t, char *out, size_t outlen);

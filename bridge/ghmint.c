@@ -32,6 +32,7 @@
 #include "util.h"
 
 #define GHMINT_TIMEOUT	30	/* seconds for connect, TLS and the answer */
+#define GHMINT_CALL_RETRY 5	/* a call without a token retries a failed mint after this */
 
 enum ghmint_what {
 	GHMINT_LOOKUP,		/* GET /app/installations, then a mint */
@@ -281,7 +282,7 @@ ghmint_minted(struct ghmint *m, int code, const unsigned char *body, size_t len)
 	struct ghapp_state *st;
 	struct key *k;
 	char *cause = NULL, *msg, fp[9];
-	time_t now = time(NULL);
+	time_t now = time(NULL), grace;
 
 	if (code != 201) {
 		msg = ghapp_error_message(body, len);
@@ -344,8 +345,15 @@ ghmint_minted(struct ghmint *m, int code, const unsigned char *body, size_t len)
 		return;
 	}
 	st = k->val.app;
+	/*
+	 * The replaced token lives on briefly for requests that fetched it just now;
+	 * then it is revoked (before it would expire anyway).
+	 */
+	grace = k->val.value != NULL ? (k->val.expires_at - now) / 2 : 0;
+	if (grace > GHAPP_REVOKE_GRACE)
+		grace = GHAPP_REVOKE_GRACE;
 	keyring_retire(ghmint_kr, ghapp_retire(&k->val, k->src, k->session, k->name,
-	    now + GHAPP_REVOKE_GRACE));
+	    now + (grace > 0 ? grace : 0)));
 	k->val.value = t.value;		/* transferred */
 	k->val.len = t.len;
 	t.value = NULL;
@@ -648,6 +656,13 @@ ghmint_want(struct event_base *base, struct keyring *kr, struct config *cfg, str
 	k->val.app->wanted = 1;
 	if (secret_usable(k->src, &k->val))
 		return 1;
+	/*
+	 * A call that finds no valid token does not wait out a long back-off: it tries
+	 * again if the last attempt is GHMINT_CALL_RETRY seconds old.
+	 */
+	if (!k->val.refreshing && !ghmint_stopping &&
+	    time(NULL) >= k->val.app->last_refresh + GHMINT_CALL_RETRY)
+		k->val.retry_at = 0;
 	if (ghmint_due(k, time(NULL)))
 		ghmint_start(k, GHMINT_MINT);
 	return k->val.refreshing;
