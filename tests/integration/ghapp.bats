@@ -526,6 +526,7 @@ since() {
 	[ "${#files[@]}" -gt 5 ]
 	printf '%s\n' "${files[@]}" | grep -q "$SB_AUDIT"
 	printf '%s\n' "${files[@]}" | grep -q "$T/proc.sample"
+	grep -q 'SHIMBRIDGE_SOCKET' "$T/proc.sample"	# it did see sandbox processes
 	# Every token the fake minted, and the app key (its first PEM lines), under every
 	# transformation tests/fixtures/leakscan.py knows.
 	"$PY" - "$FIXTURES" "$REVEAL" "$SB_DIR/etc/app.key" "${files[@]}" <<'PYEOF'
