@@ -186,10 +186,6 @@ appcheck_one(const struct config *c, struct keyring *kr, const struct secret_src
 	    owner_session != NULL ? ", session " : "",
 	    owner_session != NULL ? owner_session->name : "");
 	snprintf(base, sizeof base, "https://%s%s", ghapp_api_host(a), ghapp_api_prefix(a));
-	if (s == NULL) {
-		say("warning", "%s: no session uses it, so no token was minted", what);
-		return;
-	}
 	pk = keyring_get(kr, s, a->private_key);
 	if (pk == NULL || pk->val.value == NULL) {
 		say("FAIL", "%s: its private key (secret %s) has no value: %s", what,
@@ -226,7 +222,10 @@ appcheck_one(const struct config *c, struct keyring *kr, const struct secret_src
 		appcheck_resp_free(&r);
 		free(url);
 	}
-	if ((body = ghapp_mint_body(a, s, &cause)) == NULL) {
+	/* No session uses it yet: a token for the installation's repositories proves the setup. */
+	if (s == NULL)
+		body = ghapp_mint_body_all(a);
+	else if ((body = ghapp_mint_body(a, s, &cause)) == NULL) {
 		say("FAIL", "%s: %s", what, cause);
 		goto out;
 	}
@@ -244,9 +243,10 @@ appcheck_one(const struct config *c, struct keyring *kr, const struct secret_src
 	}
 	if (r.status != 201) {
 		m = appcheck_msg(&r);
-		say("FAIL", "%s: minting a token for session %s failed (HTTP %ld%s): check the "
+		say("FAIL", "%s: minting a token for %s%s failed (HTTP %ld%s): check the "
 		    "installation (%lld), that it covers the session's repositories, and the "
-		    "permissions", what, s->name, r.status, m, id);
+		    "permissions", what, s != NULL ? "session " : "the installation",
+		    s != NULL ? s->name : "", r.status, m, id);
 		goto out;
 	}
 	if (ghapp_parse_token(r.body, r.len, &t, &cause) != 0) {
@@ -266,12 +266,15 @@ appcheck_one(const struct config *c, struct keyring *kr, const struct secret_src
 	free(url);
 	xasprintf(&url, "%s/installation/token", base);
 	if (appcheck_http("DELETE", url, auth, NULL, a->ca_file, &r) != 0 || r.status != 204)
-		say("warning", "%s: minted token %s for session %s, but revoking it failed (%s); "
-		    "it expires by itself at %s", what, fp, s->name, r.error[0] != '\0' ?
+		say("warning", "%s: minted token %s for %s%s, but revoking it failed (%s); "
+		    "it expires by itself at %s", what, fp, s != NULL ? "session " :
+		    "the installation", s != NULL ? s->name : "", r.error[0] != '\0' ?
 		    r.error : "HTTP status not 204", exp);
 	else
-		say("ok", "%s: minted token %s for session %s (installation %lld, expires %s) "
-		    "and revoked it", what, fp, s->name, id, exp);
+		say("ok", "%s: minted token %s for %s%s (installation %lld, expires %s) and "
+		    "revoked it%s", what, fp, s != NULL ? "session " : "the installation",
+		    s != NULL ? s->name : "", id, exp, s == NULL ? " (no session uses it yet)" :
+		    "");
 	goto out;
 nomem:
 	say("FAIL", "%s: cannot allocate guarded memory", what);

@@ -177,6 +177,22 @@ ghapp_mint_body(const struct secret_app *a, const struct session *s, char **caus
 	return out;
 }
 
+/* The request body without repositories: a token for all the installation's. */
+char *
+ghapp_mint_body_all(const struct secret_app *a)
+{
+	json_t *o = json_object();
+	char *out;
+
+	if (a->permissions != NULL)
+		json_object_set(o, "permissions", a->permissions);
+	out = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	if (out == NULL)
+		fatalx("out of memory");
+	return out;
+}
+
 /* What a token is minted for; a reload keeps the token only if this is unchanged. */
 char *
 ghapp_signature(const struct secret_src *src, const struct session *s)
@@ -535,6 +551,15 @@ ghapp_check_key(const struct config *c, const struct session *s,
 	return 0;
 }
 
+/* Whether two host[:port] names name the same host (ports may differ: API and git). */
+static int
+ghapp_same_host(const char *a, const char *b)
+{
+	size_t la = strcspn(a, ":"), lb = strcspn(b, ":");
+
+	return la == lb && strncasecmp(a, b, la) == 0;
+}
+
 /* A session's use of secret name (by a tool on host, or git host): can it be minted? */
 static int
 ghapp_check_use(const struct config *c, const struct session *s, const char *name,
@@ -551,7 +576,7 @@ ghapp_check_use(const struct config *c, const struct session *s, const char *nam
 		return -1;
 	}
 	free(body);
-	if (strcasecmp(host, src->app.host) != 0) {
+	if (!ghapp_same_host(host, src->app.host)) {
 		xasprintf(cause, "%s uses secret %s, a GitHub App on %s, for host %s: an app "
 		    "token works only on its own host", what, name, src->app.host, host);
 		return -1;

@@ -82,6 +82,8 @@ char		*ghapp_jwt(const unsigned char *pem, size_t len, const char *app_id, time_
  * repositories have different owners (or not the configured owner).
  */
 char		*ghapp_mint_body(const struct secret_app *, const struct session *, char **cause);
+/* The body without "repositories" (shimbridge check, when no session uses the source). */
+char		*ghapp_mint_body_all(const struct secret_app *);
 /* What a token is minted for (source settings, session repositories): equal means reusable. */
 char		*ghapp_signature(const struct secret_src *, const struct session *);
 /*

@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "ghapp.h"
+#include "keyring.h"
 #include "secret.h"
 
 static EVP_PKEY *test_key;
@@ -424,6 +425,100 @@ test_usable(void **state)
 	secret_val_clear(&v);
 }
 
+/* A config with one github_app source and sessions alice (repos ra) and bob. */
+static void
+make_config(struct config *c, struct secret_src *src, struct session *ss, char **ra,
+    size_t nra, char **rb)
+{
+	memset(c, 0, sizeof *c);
+	memset(src, 0, sizeof *src);
+	src->name = "github";
+	src->type = SECRET_GITHUB_APP;
+	src->app.app_id = "1";
+	src->app.installation_id = 2;
+	src->app.private_key = "app-key";
+	src->app.host = "github.com";
+	src->app.refresh_before = 600;
+	make_session(&ss[0], ra, nra);
+	make_session(&ss[1], rb, 1);
+	ss[1].name = "bob";
+	c->secrets = src;
+	c->nsecrets = 1;
+	c->sessions = ss;
+	c->nsessions = 2;
+}
+
+/* Give a key a token, as a mint would. */
+static void
+give_token(struct key *k, const char *tok)
+{
+	k->val.value = sodium_malloc(strlen(tok));
+	memcpy(k->val.value, tok, strlen(tok));
+	k->val.len = strlen(tok);
+	k->val.expires_at = time(NULL) + 3600;
+	ghapp_fingerprint(k->val.value, k->val.len, k->val.app->fp);
+}
+
+/*
+ * The keyring keeps one key per session for a host github_app source; a reload
+ * keeps a token whose session and settings did not change, and retires (for
+ * revocation, still redacted) one whose repositories changed or whose session went.
+ */
+static void
+test_keyring_per_session(void **state)
+{
+	struct config c1, c2, c3;
+	struct secret_src s1, s2, s3;
+	struct session ss1[2], ss2[2], ss3[2];
+	char *ra[] = { "octo/repo", "octo/more" }, *rb[] = { "octo/b" };
+	struct keyring *kr = keyring_new();
+	char **w = NULL;
+	size_t nw = 0;
+	struct key *a, *b;
+
+	(void)state;
+	make_config(&c1, &s1, ss1, ra, 1, rb);
+	keyring_load(kr, &c1, &w, &nw);
+	a = keyring_find(kr, "alice", "github");
+	b = keyring_find(kr, "bob", "github");
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_ptr_equal(keyring_get(kr, &ss1[0], "github"), a);
+	assert_null(a->val.value);
+	give_token(a, "ghs_alice_token");
+	give_token(b, "ghs_bob_token");
+	keyring_changed(kr);
+	/* Same settings: both tokens stay. */
+	make_config(&c2, &s2, ss2, ra, 1, rb);
+	keyring_load(kr, &c2, &w, &nw);
+	a = keyring_find(kr, "alice", "github");
+	assert_non_null(a->val.value);
+	assert_memory_equal(a->val.value, "ghs_alice_token", 15);
+	assert_int_equal(keyring_retired_count(kr), 0);
+	/* alice gains a repository: her token is retired, bob's stays. */
+	make_config(&c3, &s3, ss3, ra, 2, rb);
+	keyring_load(kr, &c3, &w, &nw);
+	a = keyring_find(kr, "alice", "github");
+	b = keyring_find(kr, "bob", "github");
+	assert_null(a->val.value);
+	assert_non_null(b->val.value);
+	assert_int_equal(keyring_retired_count(kr), 1);
+	assert_string_equal(keyring_retired(kr, 0)->session, "alice");
+	assert_memory_equal(keyring_retired(kr, 0)->value, "ghs_alice_token", 15);
+	assert_string_equal(keyring_retired(kr, 0)->host, "github.com");
+	/* Bob's session goes: his token too. */
+	c3.nsessions = 1;
+	keyring_load(kr, &c3, &w, &nw);
+	assert_null(keyring_find(kr, "bob", "github"));
+	assert_int_equal(keyring_retired_count(kr), 2);
+	assert_string_equal(keyring_retired(kr, 1)->session, "bob");
+	keyring_retired_drop(kr, 0);
+	assert_int_equal(keyring_retired_count(kr), 1);
+	assert_string_equal(keyring_retired(kr, 0)->session, "bob");
+	keyring_free(kr);
+	free(w);
+}
+
 int
 main(void)
 {
@@ -438,6 +533,7 @@ main(void)
 		cmocka_unit_test(test_fingerprint_and_time),
 		cmocka_unit_test(test_source_parse),
 		cmocka_unit_test(test_usable),
+		cmocka_unit_test(test_keyring_per_session),
 	};
 
 	return cmocka_run_group_tests(tests, setup_key, teardown_key);
