@@ -20,6 +20,12 @@ setup_file() {
 	# GitHub App mode on too (app 12345, installations 678 = every repository of
 	# octo-app, 679 = other-org's x and y): the static token must work as before.
 	sh "$FIXTURES/mkappkey.sh" "$FAKEGH_DIR/keys"
+	# Bare repositories for the git servers (githttp.py, and fakegh.py's --git-root).
+	local g=$FAKEGH_DIR/git r
+	mkdir -p "$g/root/octo-app" "$g/root/other-org"
+	for r in octo-app/alpha octo-app/beta other-org/x; do
+		git init -q --bare -b main "$g/root/$r.git"
+	done
 	sb_bg /usr/bin/python3 "$FIXTURES/fakegh.py" --cert "$FAKEGH_DIR/certs/server.pem" \
 		--key "$FAKEGH_DIR/certs/server.key" --token-file "$FAKEGH_DIR/token" \
 		--port-file "$FAKEGH_DIR/port" --log "$FAKEGH_DIR/requests.log" \
@@ -28,6 +34,7 @@ setup_file() {
 		--app-token-ttl 600 --app-state "$FAKEGH_DIR/app-state.json" \
 		--app-fail-file "$FAKEGH_DIR/mint-fails" \
 		--app-reveal-tokens "$FAKEGH_DIR/revealed" \
+		--git-root "$g/root" --git-log "$FAKEGH_DIR/git-own.log" \
 		</dev/null >"$FAKEGH_DIR/server.out" 2>"$FAKEGH_DIR/server.err"
 	echo $! >"$FAKEGH_DIR/pid"
 	local _
@@ -44,11 +51,6 @@ setup_file() {
 	FAKEGH_PORT=$(cat "$FAKEGH_DIR/port")
 	export FAKEGH_PORT
 	# The git server: the static token, and the app tokens of fakegh's state file.
-	local g=$FAKEGH_DIR/git r
-	mkdir -p "$g/root/octo-app" "$g/root/other-org"
-	for r in octo-app/alpha octo-app/beta other-org/x; do
-		git init -q --bare -b main "$g/root/$r.git"
-	done
 	sb_bg /usr/bin/python3 "$FIXTURES/githttp.py" --root "$g/root" \
 		--token-file "$FAKEGH_DIR/token" --app-state "$FAKEGH_DIR/app-state.json" \
 		--cert "$FAKEGH_DIR/certs/server.pem" --key "$FAKEGH_DIR/certs/server.key" \
@@ -641,4 +643,22 @@ push() {
 	last "$d/git.log" | jq -e '.status == 401 and .reason == "expired"'
 	[ "$(call -p "$port" DELETE /api/v3/installation/token "token $TOKEN")" = 401 ]
 	[ ! -s "$d/err" ] && [ ! -s "$d/gerr" ]
+}
+
+@test "app: --git-root serves git on the API's own port, with the same token rules" {
+	local gl=$FAKEGH_DIR/git-own.log
+	mint 678 '{"repositories":["alpha"],"permissions":{"contents":"write"}}'
+	GITX_PORT=$FAKEGH_PORT push "$TOKEN" octo-app/alpha
+	last "$gl" | jq -e --arg fp "$(fp "$TOKEN")" '.token_fp == $fp and .status == 200'
+	GITX_PORT=$FAKEGH_PORT run push "$TOKEN" octo-app/beta
+	[ "$status" -ne 0 ]
+	last "$gl" | jq -e '.status == 404'
+	GITX_PORT=$FAKEGH_PORT push "$FAKEGH_TOKEN" octo-app/beta
+	[ "$(call DELETE /api/v3/installation/token "token $TOKEN")" = 204 ]
+	GITX_PORT=$FAKEGH_PORT run gitx "$TOKEN" ls-remote git://octo-app/alpha.git
+	[ "$status" -ne 0 ]
+	last "$gl" | jq -e '.status == 401 and .reason == "revoked"'
+	# The API log has no git request, the git log no API request.
+	! grep -q '\.git/' "$FAKEGH_DIR/requests.log" || false
+	! grep -q '/api/' "$gl" || false
 }
