@@ -666,7 +666,12 @@ ghmint_want(struct event_base *base, struct keyring *kr, struct config *cfg, str
 		k->val.retry_at = 0;
 	if (ghmint_due(k, time(NULL)))
 		ghmint_start(k, GHMINT_MINT);
-	return k->val.refreshing;
+	/*
+	 * Only a session's first mint is waited for. After failures the call is refused
+	 * at once with the last reason (ghmint_why) while the retry runs in the
+	 * background: the agent learns why instead of waiting for another failure.
+	 */
+	return k->val.refreshing && k->val.app->failures == 0;
 }
 
 /* Why k has no usable token (for the agent). */

@@ -23,9 +23,9 @@ struct keyring;
 void	ghmint_sweep(struct event_base *, struct keyring *, struct config *);
 /*
  * A call needs k (a github_app key): mark it wanted and start a mint now if it has
- * no usable token and none is under way. 1 if the token is usable or being minted
- * (secret_pending), 0 if it is neither (the last attempt failed: k's app state says
- * why, and the next try waits for the back-off).
+ * no usable token and none is under way (after a failure: once the last attempt is
+ * 5 s old). 1 if the token is usable or its first mint is under way (the call waits:
+ * secret_pending), 0 otherwise (the last attempt failed: ghmint_why says why).
  */
 int	ghmint_want(struct event_base *, struct keyring *, struct config *, struct key *k);
 /*
