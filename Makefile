@@ -29,7 +29,8 @@ LIB_SRC    := $(COMMON_SRC) bridge/redact.c
 DAEMON_SRC := $(filter-out bridge/redact.c,$(BRIDGE_SRC))
 # The daemon's own modules: loop, peers, jobs, ops, renewals, the credential injector.
 DAEMON_ONLY := bridge/server.c bridge/conn.c bridge/job.c bridge/ops.c bridge/renew.c \
-	      bridge/inject.c bridge/ghinject.c bridge/pending.c bridge/zygote.c $(wildcard bridge/op-*.c)
+	      bridge/inject.c bridge/ghinject.c bridge/pending.c bridge/zygote.c bridge/ghmint.c \
+	      $(wildcard bridge/op-*.c)
 ADMIN_BRIDGE := $(filter-out $(DAEMON_ONLY),$(DAEMON_SRC))
 
 # Object sets: normal ($(B)/o), sanitized ($(B)/san), fuzzing ($(B)/fuzz).

@@ -118,6 +118,13 @@ int	 ctl_call(const char *socket, const char *request, int timeout, char **text,
 int	 ctl_status(const char *socket, json_t **out, char **cause);
 /* SIGHUP the daemon and wait for its verdict; prints what happened. ADM_* code. */
 int	 ctl_reload(const struct admin *, int quiet_if_down);
+/*
+ * The GitHub App tokens in a status: an array of {"name", "source": "github_app",
+ * "session", "fingerprint", "repositories", "permissions", "expires_at",
+ * "last_refresh", "last_result", "minting"} (never a token); and one line each.
+ */
+json_t	*ctl_app_tokens(json_t *status);
+void	 ctl_print_app_tokens(json_t *status, const char *indent);
 int	 ctl_cmd_status(struct admin *, int argc, char **argv);
 int	 ctl_cmd_reload(struct admin *, int argc, char **argv);
 
@@ -164,6 +171,18 @@ int	 users_run_as(const struct users_id *, int (*fn)(void *), void *arg);
  */
 int	 users_exec(const struct users_id *, const char *dir, const char *file,
 	    char *const argv[], char *const envp[]);
+
+/* appcheck.c: shimbridge check of GitHub App sources (libcurl). */
+struct config;
+struct keyring;
+typedef void (*appcheck_say_fn)(const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/*
+ * For every github_app source: sign the JWT, mint a throw-away token for the first
+ * session using it and revoke it; one finding each through say ("ok", "warning",
+ * "FAIL"). kr holds the loaded private keys.
+ */
+void	 appcheck_run(const struct config *, struct keyring *, appcheck_say_fn say);
 
 /* probe.c: one authenticated GET for shimbridge check (libcurl). */
 struct probe_result {

@@ -578,7 +578,9 @@ check_auth(const struct config *c, struct keyring *kr)
 				if (s != NULL && !config_session_has_tool(s, t->name))
 					continue;
 				src = secret_resolve(c, s, t->secrets[j].secret);
-				if (src == NULL || check_seen(&seen, &nseen, src, url,
+				/* GitHub App sources: check_apps mints and revokes instead. */
+				if (src == NULL || src->type == SECRET_GITHUB_APP ||
+				    check_seen(&seen, &nseen, src, url,
 				    check_ca_file(t)))
 					continue;
 				xasprintf(&what, "secret %s%s%s on %s (tool %s)", src->name,
@@ -616,7 +618,8 @@ check_auth(const struct config *c, struct keyring *kr)
 			if (s != NULL && !config_session_has_tool(s, "git"))
 				continue;
 			src = secret_resolve(c, s, h->secret);
-			if (src == NULL || check_seen(&seen, &nseen, src, url, ca))
+			if (src == NULL || src->type == SECRET_GITHUB_APP ||
+			    check_seen(&seen, &nseen, src, url, ca))
 				continue;
 			xasprintf(&what, "secret %s%s%s on git host %s (ls-remote %s)", src->name,
 			    s != NULL && src != secret_resolve(c, NULL, src->name) ?
@@ -700,8 +703,10 @@ check_cmd(struct admin *a, int argc, char **argv)
 	check_store(a);
 	check_shims(a);
 	check_daemon(c);
-	if (!no_secrets && !offline)
+	if (!no_secrets && !offline) {
 		check_auth(c, kr);
+		appcheck_run(c, kr, check_say);
+	}
 	keyring_free(kr);
 	config_unref(c);
 	if (check_failures > 0) {

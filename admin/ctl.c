@@ -451,6 +451,71 @@ ctl_duration(long long s, char *buf, size_t len)
 		snprintf(buf, len, "%llds", s);
 }
 
+/* "a,b" of a JSON array of strings, or "k:v,k:v" of an object of strings, into buf. */
+static const char *
+ctl_join(json_t *v, char *buf, size_t len)
+{
+	const char *k;
+	json_t *e;
+	size_t i, off = 0;
+
+	buf[0] = '\0';
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, e)
+			if (json_is_string(e) && off < len)
+				off += (size_t)snprintf(buf + off, len - off, "%s%s", off ? "," : "",
+				    json_string_value(e));
+	} else if (json_is_object(v)) {
+		json_object_foreach(v, k, e)
+			if (json_is_string(e) && off < len)
+				off += (size_t)snprintf(buf + off, len - off, "%s%s:%s", off ? "," :
+				    "", k, json_string_value(e));
+	}
+	return buf[0] != '\0' ? buf : "-";
+}
+
+/* The GitHub App tokens of a status, one entry per session and secret (see admin.h). */
+json_t *
+ctl_app_tokens(json_t *st)
+{
+	json_t *out = json_array(), *sess = json_object_get(st, "sessions"), *e, *a, *o;
+	size_t i, j;
+
+	json_array_foreach(sess, i, e) {
+		json_array_foreach(json_object_get(e, "github_app"), j, a) {
+			o = json_object();
+			json_object_set_new(o, "name", json_string(ctl_str(a, "secret")));
+			json_object_set_new(o, "source", json_string("github_app"));
+			json_object_set_new(o, "session", json_string(ctl_str(e, "name")));
+			json_object_update_missing(o, a);
+			json_object_del(o, "secret");
+			json_array_append_new(out, o);
+		}
+	}
+	return out;
+}
+
+/* Print the GitHub App tokens of a status, one line each (see admin.h). */
+void
+ctl_print_app_tokens(json_t *st, const char *indent)
+{
+	json_t *toks = ctl_app_tokens(st), *t;
+	char repos[512], perms[512];
+	size_t i;
+
+	json_array_foreach(toks, i, t) {
+		printf("%s%s (session %s): token %s, expires %s, repositories %s, permissions "
+		    "%s; last refresh %s: %s%s\n", indent, ctl_str(t, "name"),
+		    ctl_str(t, "session"), ctl_str(t, "fingerprint")[0] ? ctl_str(t,
+		    "fingerprint") : "none", ctl_str(t, "expires_at"),
+		    ctl_join(json_object_get(t, "repositories"), repos, sizeof repos),
+		    ctl_join(json_object_get(t, "permissions"), perms, sizeof perms),
+		    ctl_str(t, "last_refresh"), ctl_str(t, "last_result"),
+		    json_is_true(json_object_get(t, "minting")) ? " (minting now)" : "");
+	}
+	json_decref(toks);
+}
+
 /* shimbridge status [--json] */
 int
 ctl_cmd_status(struct admin *a, int argc, char **argv)
@@ -526,6 +591,15 @@ ctl_cmd_status(struct admin *a, int argc, char **argv)
 	json_array_foreach(sess, i, e) {
 		printf("    %-20s uid %-8lld %lld running\n", ctl_str(e, "name"),
 		    ctl_int(e, "uid"), ctl_int(e, "running"));
+	}
+	{
+		json_t *toks = ctl_app_tokens(st);
+
+		if (json_array_size(toks) > 0) {
+			printf("  github app tokens:\n");
+			ctl_print_app_tokens(st, "    ");
+		}
+		json_decref(toks);
 	}
 out:
 	json_decref(st);

@@ -261,7 +261,40 @@ out:
 	return rc;
 }
 
-/* secret list [--json]: names only, one a line, or a JSON array of {"name"}. */
+/*
+ * The running daemon's GitHub App tokens (per session: fingerprint, repositories,
+ * permissions, expiry, last refresh), appended to arr or printed; nothing if the
+ * daemon is not running.
+ */
+static void
+secrets_list_apps(const struct admin *a, json_t *arr, int json)
+{
+	struct adm_paths p;
+	json_t *st = NULL, *toks;
+	char *cause = NULL;
+
+	if (adm_paths_load(a->config, &p, &cause) != 0) {
+		free(cause);
+		return;
+	}
+	if (ctl_status(p.socket, &st, &cause) == 0) {
+		toks = ctl_app_tokens(st);
+		if (!json && json_array_size(toks) > 0) {
+			printf("GitHub App tokens (minted per session by the running daemon):\n");
+			ctl_print_app_tokens(st, "  ");
+		}
+		json_array_extend(arr, toks);
+		json_decref(toks);
+	}
+	json_decref(st);
+	free(cause);
+	adm_paths_free(&p);
+}
+
+/*
+ * secret list [--json]: the store's names, one a line, or a JSON array of {"name"};
+ * then the running daemon's GitHub App tokens (secrets_list_apps).
+ */
 static int
 secrets_list(const struct admin *a, int json)
 {
@@ -271,33 +304,35 @@ secrets_list(const struct admin *a, int json)
 	size_t i;
 	int rc;
 
-	if (access(a->store, F_OK) != 0 && errno == ENOENT) {
-		if (json)
-			printf("[]\n");
-		return ADM_OK;		/* nothing stored yet */
-	}
-	if ((rc = secrets_key(a, &key)) != ADM_OK)
-		return rc;
-	if ((rc = secrets_load(a, key, &st)) == ADM_OK) {
-		arr = json_array();
-		for (i = 0; i < store_count(st); i++) {
-			json_t *o = json_object();
-
-			json_object_set_new(o, "name", json_string(store_name(st, i)));
-			json_array_append_new(arr, o);
-			if (!json)
-				printf("%s\n", store_name(st, i));
+	arr = json_array();
+	rc = ADM_OK;
+	if (access(a->store, F_OK) == 0 || errno != ENOENT) {
+		if ((rc = secrets_key(a, &key)) != ADM_OK) {
+			json_decref(arr);
+			return rc;
 		}
-		if (json) {
-			char *s = json_dumps(arr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		if ((rc = secrets_load(a, key, &st)) == ADM_OK) {
+			for (i = 0; i < store_count(st); i++) {
+				json_t *o = json_object();
 
-			printf("%s\n", s);
-			free(s);
+				json_object_set_new(o, "name", json_string(store_name(st, i)));
+				json_array_append_new(arr, o);
+				if (!json)
+					printf("%s\n", store_name(st, i));
+			}
 		}
-		json_decref(arr);
+		sodium_free(key);
+		store_free(st);
 	}
-	sodium_free(key);
-	store_free(st);
+	if (rc == ADM_OK)
+		secrets_list_apps(a, arr, json);
+	if (rc == ADM_OK && json) {
+		char *s = json_dumps(arr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+		printf("%s\n", s);
+		free(s);
+	}
+	json_decref(arr);
 	return rc;
 }
 

@@ -23,6 +23,7 @@
 #include <sodium.h>
 
 #include "config.h"
+#include "ghapp.h"
 #include "profile.h"
 #include "proto.h"
 #include "keyring.h"
@@ -1284,6 +1285,16 @@ config_crosscheck(struct loader *l, struct config *c)
 	}
 	config_warn_shared_runner(c);
 	l->file = c->path;
+	{
+		char *why = NULL;
+
+		if (ghapp_config_check(c, &why) != 0) {
+			int rc = lerr(l, "secrets", "%s", why);
+
+			free(why);
+			return rc;
+		}
+	}
 	return config_approver_user(l, c);
 }
 

@@ -78,6 +78,9 @@ struct exchange {
 	SSL				*ssl;		/* owned by up_conn's bufferevent */
 	struct evdns_getaddrinfo_request *dns;
 	struct event			*reap;		/* zero-timeout: finish and free */
+	struct event			*wait;		/* the secret is being fetched: retry */
+	char				 wait_addr[INET6_ADDRSTRLEN];
+	unsigned int			 waits;
 	struct prefetch			*pf;		/* this exchange fetches it (no down) */
 	enum evhttp_cmd_type		 cmd;
 	char				*summary;
@@ -266,6 +269,13 @@ inject_ssl_ctx(const char *ca_file, char **cause)
 	slot->ctx = ctx;
 	SSL_CTX_up_ref(ctx);
 	return ctx;
+}
+
+/* The injector's cached TLS client context for ca_file, for other upstream clients. */
+SSL_CTX *
+inject_client_ctx(const char *ca_file, char **cause)
+{
+	return inject_ssl_ctx(ca_file, cause);
 }
 
 /* Fill *cause with a formatted message (NULL if out of memory). */
@@ -504,6 +514,8 @@ inject_exchange_free(struct exchange *ex)
 	}
 	if (ex->reap != NULL)
 		event_free(ex->reap);
+	if (ex->wait != NULL)
+		event_free(ex->wait);
 	if (inj->pf != NULL && inj->pf->waiter == ex)
 		inj->pf->waiter = NULL;
 	if (ex->pf != NULL) {
@@ -805,6 +817,40 @@ inject_credential(struct inject *inj, size_t *lenp)
 	return out;
 }
 
+/* Timer: ask for the secret again. */
+static void
+inject_wait_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct exchange	*ex = arg;
+
+	(void)fd;
+	(void)what;
+	inject_connect(ex, ex->wait_addr);
+}
+
+/*
+ * Whether the secret is being fetched (the callback returned 1: a session's first
+ * GitHub App token): then ask again every 100 ms, for at most INJECT_TIMEOUT.
+ */
+static int
+inject_secret_wait(struct exchange *ex, const char *addr)
+{
+	struct inject		*inj = ex->inj;
+	struct timeval		 tv = { 0, 100000 };
+	const unsigned char	*val;
+	size_t			 len;
+
+	if (inj->secret(inj->arg, &val, &len) != 1 || ex->waits >= INJECT_TIMEOUT * 10)
+		return 0;
+	if (ex->wait == NULL && (ex->wait = evtimer_new(inj->base, inject_wait_cb, ex)) == NULL)
+		return 0;
+	if (addr != ex->wait_addr)
+		snprintf(ex->wait_addr, sizeof ex->wait_addr, "%s", addr);
+	ex->waits++;
+	evtimer_add(ex->wait, &tv);
+	return 1;
+}
+
 /* Resolved: connect to addr (numeric) and send the request upstream. */
 static void
 inject_connect(struct exchange *ex, const char *addr)
@@ -824,6 +870,8 @@ inject_connect(struct exchange *ex, const char *addr)
 		inject_reap(ex);
 		return;
 	}
+	if (inject_secret_wait(ex, addr))
+		return;
 	if ((cred = inject_credential(inj, &credlen)) == NULL) {
 		inject_refuse(ex, 503, "shimbridge: the host's token is not available right now; "
 		    "the operator can run `shimbridge check`.");

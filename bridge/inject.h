@@ -43,7 +43,8 @@ struct inject_target {
 	const struct httppolicy_scope *scope;	/* must outlive the injector */
 	/*
 	 * The secret, fetched per request (renewals): 0 and a pointer valid until the
-	 * call returns, or -1 if unavailable.
+	 * call returns, -1 if unavailable, or 1 if it is being fetched (the request
+	 * waits and asks again every 100 ms, up to INJECT_TIMEOUT).
 	 */
 	int		(*secret)(void *arg, const unsigned char **val, size_t *len);
 	/*
@@ -96,6 +97,11 @@ void		 inject_prefetch_drop(struct inject *);
 unsigned int	 inject_unauthorized(const struct inject *);
 /* Requests finished or refused so far. */
 unsigned int	 inject_requests(const struct inject *);
+/*
+ * The injector's cached TLS client context trusting ca_file (NULL: the system
+ * store): a new reference (SSL_CTX_free it), or NULL and *cause.
+ */
+struct ssl_ctx_st *inject_client_ctx(const char *ca_file, char **cause);
 /*
  * Make libevent wipe every block it frees (request heads hold the credential).
  * Call once, before creating the event base; inject_new calls it too.

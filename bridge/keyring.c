@@ -2,10 +2,12 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sodium.h>
 
 #include "config.h"
+#include "ghapp.h"
 #include "keyring.h"
 #include "redact.h"
 #include "secret.h"
@@ -16,6 +18,8 @@ struct keyring {
 	struct key	*keys;
 	size_t		 nkeys;
 	struct redact	*redact;	/* every live and replaced value */
+	struct ghapp_old **old;		/* github_app tokens out of service, to revoke */
+	size_t		 nold;
 };
 
 /* An empty keyring: a pass-through redactor until something is loaded. */
@@ -50,6 +54,9 @@ keyring_free(struct keyring *kr)
 	for (i = 0; i < kr->nkeys; i++)
 		keyring_key_clear(&kr->keys[i]);
 	free(kr->keys);
+	for (i = 0; i < kr->nold; i++)
+		ghapp_old_free(kr->old[i]);
+	free(kr->old);
 	redact_free(kr->redact);
 	free(kr);
 }
@@ -114,7 +121,7 @@ keyring_redactor(const struct keyring *kr)
 void
 keyring_changed(struct keyring *kr)
 {
-	struct redact_secret *rs = xcalloc(2 * kr->nkeys + 1, sizeof *rs);
+	struct redact_secret *rs = xcalloc(2 * kr->nkeys + kr->nold + 1, sizeof *rs);
 	struct redact *r;
 	size_t i, n = 0;
 
@@ -130,10 +137,79 @@ keyring_changed(struct keyring *kr)
 			rs[n++].len = v->prev_len;
 		}
 	}
+	/* A token out of service may still be live upstream until its DELETE is done. */
+	for (i = 0; i < kr->nold; i++) {
+		rs[n].value = kr->old[i]->value;
+		rs[n++].len = kr->old[i]->len;
+	}
 	r = redact_new(rs, n);
 	free(rs);
 	redact_free(kr->redact);
 	kr->redact = r;		/* NULL if it could not be built: callers refuse */
+}
+
+/* Queue a token taken out of service for revocation (transferred; NULL is fine). */
+void
+keyring_retire(struct keyring *kr, struct ghapp_old *o)
+{
+	if (o == NULL)
+		return;
+	kr->old = xreallocarray(kr->old, kr->nold + 1, sizeof *kr->old);
+	kr->old[kr->nold++] = o;
+}
+
+/* How many tokens wait for revocation. */
+size_t
+keyring_retired_count(const struct keyring *kr)
+{
+	return kr->nold;
+}
+
+/* The i-th of them. */
+struct ghapp_old *
+keyring_retired(struct keyring *kr, size_t i)
+{
+	return kr->old[i];
+}
+
+/* Drop the i-th (revoked, or expired anyway): wiped; the redactor is rebuilt. */
+void
+keyring_retired_drop(struct keyring *kr, size_t i)
+{
+	ghapp_old_free(kr->old[i]);
+	memmove(&kr->old[i], &kr->old[i + 1], (kr->nold - i - 1) * sizeof *kr->old);
+	kr->nold--;
+	keyring_changed(kr);
+}
+
+/*
+ * A github_app key of a session: a token minted for the same settings and
+ * repositories is kept across a reload (with its state); any other is retired.
+ */
+static void
+keyring_fill_app(struct keyring *kr, struct key *nk, struct key *old,
+    const struct session *s, const struct secret_src *src)
+{
+	struct ghapp_state *st = xcalloc(1, sizeof *st);
+
+	nk->session = xstrdup(s->name);
+	nk->name = xstrdup(src->name);
+	nk->src = src;
+	st->sig = ghapp_signature(src, s);
+	st->installation_id = src->app.installation_id;
+	if (old != NULL && old->src->type == SECRET_GITHUB_APP && old->val.app != NULL &&
+	    strcmp(old->val.app->sig, st->sig) == 0) {
+		ghapp_state_free(st);
+		nk->val = old->val;	/* transferred: token, expiry, state, a mint under way */
+		memset(&old->val, 0, sizeof old->val);
+		return;
+	}
+	nk->val.app = st;
+	if (old != NULL && old->src->type == SECRET_GITHUB_APP) {
+		nk->val.app->wanted = old->val.app != NULL && old->val.app->wanted;
+		keyring_retire(kr, ghapp_retire(&old->val, old->src, old->session, old->name,
+		    time(NULL)));
+	}
 }
 
 /* Open the encrypted store with its key file or systemd credential. */
@@ -212,7 +288,7 @@ keyring_load(struct keyring *kr, const struct config *c, char ***warnings, size_
 	for (i = 0; i < c->nsecrets; i++)
 		need_store |= c->secrets[i].type == SECRET_STORE;
 	for (i = 0; i < c->nsessions; i++) {
-		cap += c->sessions[i].nsecrets;
+		cap += c->sessions[i].nsecrets + c->nsecrets;
 		for (j = 0; j < c->sessions[i].nsecrets; j++)
 			need_store |= c->sessions[i].secrets[j].type == SECRET_STORE;
 	}
@@ -230,6 +306,11 @@ keyring_load(struct keyring *kr, const struct config *c, char ***warnings, size_
 		const struct session *s = &c->sessions[i];
 
 		for (j = 0; j < s->nsecrets; j++) {
+			if (s->secrets[j].type == SECRET_GITHUB_APP) {
+				keyring_fill_app(kr, &keys[n++], keyring_find(kr, s->name,
+				    s->secrets[j].name), s, &s->secrets[j]);
+				continue;
+			}
 			keyring_fill(&keys[n], keyring_find(kr, s->name, s->secrets[j].name),
 			    s->name, &s->secrets[j], c, st, store_error);
 			if (keys[n].val.error != NULL)
@@ -237,12 +318,25 @@ keyring_load(struct keyring *kr, const struct config *c, char ***warnings, size_
 				    keys[n].val.error);
 			n++;
 		}
+		/* A host github_app source is minted per session: one token each. */
+		for (j = 0; j < c->nsecrets; j++) {
+			if (c->secrets[j].type != SECRET_GITHUB_APP ||
+			    secret_resolve(c, s, c->secrets[j].name) != &c->secrets[j])
+				continue;
+			keyring_fill_app(kr, &keys[n++], keyring_find(kr, s->name,
+			    c->secrets[j].name), s, &c->secrets[j]);
+		}
 	}
 	if (st != NULL)
 		store_free(st);
 	free(store_error);
-	for (i = 0; i < kr->nkeys; i++)
+	for (i = 0; i < kr->nkeys; i++) {
+		/* A session removed, or a source gone: its token is revoked. */
+		if (kr->keys[i].src != NULL && kr->keys[i].src->type == SECRET_GITHUB_APP)
+			keyring_retire(kr, ghapp_retire(&kr->keys[i].val, kr->keys[i].src,
+			    kr->keys[i].session, kr->keys[i].name, time(NULL)));
 		keyring_key_clear(&kr->keys[i]);
+	}
 	free(kr->keys);
 	kr->keys = keys;
 	kr->nkeys = n;

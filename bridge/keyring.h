@@ -29,6 +29,7 @@
 #include "secret.h"
 
 struct config;
+struct ghapp_old;
 struct redact;
 struct session;
 
@@ -57,6 +58,15 @@ size_t		 keyring_count(const struct keyring *);
 struct key	*keyring_key(struct keyring *, size_t i);
 /* A value changed (a renewal): rebuild the redactor. */
 void		 keyring_changed(struct keyring *);
+/*
+ * github_app tokens out of service (a refresh replaced them, a reload changed or
+ * removed their session or source), waiting to be revoked; they stay in the
+ * redactor until dropped. keyring_retire takes o (NULL is fine).
+ */
+void		 keyring_retire(struct keyring *, struct ghapp_old *o);
+size_t		 keyring_retired_count(const struct keyring *);
+struct ghapp_old *keyring_retired(struct keyring *, size_t i);
+void		 keyring_retired_drop(struct keyring *, size_t i);
 /* The redactor over every live and replaced value; NULL only if building it failed. */
 const struct redact *keyring_redactor(const struct keyring *);
 

@@ -22,6 +22,7 @@
 #include "config.h"
 #include "conn.h"
 #include "gitcontract.h"
+#include "ghmint.h"
 #include "profile.h"
 #include "profile-git.h"
 #include "httppolicy.h"
@@ -114,6 +115,8 @@ op_git_secret(void *arg, const unsigned char **val, size_t *len)
 	const struct key *k;
 
 	k = keyring_get(st->c->srv->keyring, st->c->session, st->secret_name);
+	if (k != NULL && !secret_usable(k->src, &k->val) && secret_pending(k->src, &k->val))
+		return 1;	/* a GitHub App token being minted: the request waits */
 	if (k == NULL || !secret_usable(k->src, &k->val))
 		return -1;
 	*val = k->val.value;
@@ -300,6 +303,7 @@ op_git(struct conn *c, json_t *req)
 	struct jail_spec js;
 	struct spawn_jail warm = { -1, -1 };
 	struct op_git_state *st;
+	struct key *gk;
 	char *cause = NULL, *msg = NULL, *mdir = NULL, via[64];
 	const char *why = NULL;
 	int wfd = -1, jailed = c->srv->jail_root != NULL;
@@ -319,8 +323,22 @@ op_git(struct conn *c, json_t *req)
 		goto out;
 	}
 	/* Command sources are renewed in the background, never on a request's path. */
-	g.secret = keyring_get(c->srv->keyring, c->session, g.secret_name);
-	if (g.secret == NULL || !secret_usable(g.secret->src, &g.secret->val)) {
+	gk = keyring_get(c->srv->keyring, c->session, g.secret_name);
+	g.secret = gk;
+	/* A GitHub App token: minted at the session's first need; the injector waits. */
+	if (g.secret != NULL && g.secret->src->type == SECRET_GITHUB_APP &&
+	    !ghmint_want(c->srv->base, c->srv->keyring, c->srv->cfg, gk)) {
+		c->argv = g.audit_argv != NULL ? json_incref(g.audit_argv) : NULL;
+		xasprintf(&cause, "secret %s: no GitHub App token", g.secret_name);
+		xasprintf(&msg, "git cannot reach %s right now: %s. Nothing was sent. Tell the "
+		    "operator (`shimbridge status` shows the token's state); the bridge retries "
+		    "by itself, so a later push or fetch may work.", g.host,
+		    ghmint_why(g.secret));
+		conn_deny(c, ERR_UNAVAILABLE, cause, msg);
+		goto out;
+	}
+	if (g.secret == NULL || (!secret_usable(g.secret->src, &g.secret->val) &&
+	    !(jailed && secret_pending(g.secret->src, &g.secret->val)))) {
 		c->argv = g.audit_argv != NULL ? json_incref(g.audit_argv) : NULL;
 		xasprintf(&cause, "secret %s unavailable", g.secret_name);
 		xasprintf(&msg, "git cannot reach %s right now: the bridge could not load its "

@@ -17,6 +17,7 @@
 #include "conn.h"
 #include "filereq.h"
 #include "ghinject.h"
+#include "ghmint.h"
 #include "keyring.h"
 #include "ops.h"
 #include "pending.h"
@@ -31,6 +32,24 @@
 #include "spawn.h"
 #include "util.h"
 #include "zygote.h"
+
+/*
+ * A tool's GitHub App secret: ask for the session's token (ghmint_want); 0 if it
+ * is usable or being minted, else -1 and *cause for the agent.
+ */
+static int
+op_run_app_token(struct conn *c, const struct tool *t, const struct secret_ref *ref,
+    struct key *k, char **cause)
+{
+	if (ghmint_want(c->srv->base, c->srv->keyring, c->srv->cfg, k))
+		return 0;
+	xasprintf(cause, "%s cannot run right now: %s. Nothing was run. Tell the operator "
+	    "(`shimbridge status` shows the token's state, the daemon's log says more); "
+	    "the bridge retries by itself, so a later call may work.", t->name,
+	    ghmint_why(k));
+	(void)ref;
+	return -1;
+}
 
 /* Build the child's environment from nothing. */
 static struct envbuild *
@@ -56,9 +75,17 @@ op_run_env(struct conn *c, const struct tool *t, json_t *env, char **cause)
 	for (i = 0; i < t->nenv; i++)
 		envbuild_set(e, t->env[i].name, t->env[i].value, strlen(t->env[i].value), 0);
 	for (i = 0; i < t->nsecrets; i++) {
-		const struct key *s = keyring_get(c->srv->keyring, c->session,
-		    t->secrets[i].secret);
+		struct key *s = keyring_get(c->srv->keyring, c->session, t->secrets[i].secret);
 
+		/* A GitHub App token: minted at the session's first need (ghmint.c). */
+		if (s != NULL && s->src->type == SECRET_GITHUB_APP &&
+		    op_run_app_token(c, t, &t->secrets[i], s, cause) != 0) {
+			envbuild_free(e);
+			return NULL;
+		}
+		if (s != NULL && s->src->type == SECRET_GITHUB_APP && t->profile->inject &&
+		    ghinject_token_var(t->secrets[i].var))
+			continue;	/* the injector waits for a mint under way */
 		/* Command sources are renewed in the background (renew.c). */
 		if (s == NULL || !secret_usable(s->src, &s->val)) {
 			if (s != NULL && s->src->type == SECRET_COMMAND && s->val.refreshing)
@@ -100,6 +127,9 @@ op_run_gh_secret(void *arg, const unsigned char **val, size_t *len)
 		if (!ghinject_token_var(t->secrets[i].var))
 			continue;
 		k = keyring_get(c->srv->keyring, c->session, t->secrets[i].secret);
+		if (k != NULL && !secret_usable(k->src, &k->val) &&
+		    secret_pending(k->src, &k->val))
+			return 1;	/* a GitHub App token being minted: the request waits */
 		if (k == NULL || !secret_usable(k->src, &k->val))
 			return -1;
 		*val = k->val.value;

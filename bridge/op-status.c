@@ -13,18 +13,41 @@
 
 #include "config.h"
 #include "conn.h"
+#include "ghapp.h"
+#include "keyring.h"
 #include "ops.h"
 #include "platform.h"
 #include "proto.h"
 #include "server.h"
 #include "util.h"
 
+/* A session's GitHub App tokens (fingerprints and state, never a token), or NULL. */
+static json_t *
+op_status_apps(struct keyring *kr, const struct session *se)
+{
+	json_t *arr = NULL, *o;
+	size_t i;
+
+	for (i = 0; i < keyring_count(kr); i++) {
+		const struct key *k = keyring_key(kr, i);
+
+		if (k->session == NULL || strcmp(k->session, se->name) != 0 ||
+		    (o = ghapp_status_json(&k->val)) == NULL)
+			continue;
+		json_object_set_new(o, "secret", json_string(k->name));
+		if (arr == NULL)
+			arr = json_array();
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}
+
 /* op "status" (root only): counters as JSON on stdout, then exit 0. */
 void
 op_status(struct conn *c, json_t *req)
 {
 	struct server *srv = c->srv;
-	json_t *o = json_object(), *sess = json_array();
+	json_t *o = json_object(), *sess = json_array(), *apps;
 	size_t i;
 	char *s;
 
@@ -52,6 +75,8 @@ op_status(struct conn *c, json_t *req)
 		json_object_set_new(j, "name", json_string(se->name));
 		json_object_set_new(j, "uid", json_integer(se->uid));
 		json_object_set_new(j, "running", json_integer(server_session_running(srv, se)));
+		if ((apps = op_status_apps(srv->keyring, se)) != NULL)
+			json_object_set_new(j, "github_app", apps);
 		json_array_append_new(sess, j);
 	}
 	json_object_set_new(o, "sessions", sess);

@@ -11,6 +11,7 @@
 #include <sodium.h>
 
 #include "config.h"
+#include "ghmint.h"
 #include "job.h"
 #include "keyring.h"
 #include "log.h"
@@ -173,6 +174,8 @@ renew_sweep(struct event_base *base, struct keyring *kr, struct config *cfg)
 		if (secret_due(k->src, &k->val))
 			renew_start(base, kr, cfg, k);
 	}
+	/* GitHub App tokens: first mints, refreshes, revocations (ghmint.c). */
+	ghmint_sweep(base, kr, cfg);
 }
 
 /* Kill, reap and finish every run. */

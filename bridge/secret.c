@@ -15,6 +15,7 @@
 #include <sodium.h>
 
 #include "config.h"
+#include "ghapp.h"
 #include "secret.h"
 #include "spawn.h"
 #include "store.h"
@@ -32,8 +33,122 @@ secret_type_name(enum secret_type t)
 	case SECRET_SYSTEMD:	return "systemd";
 	case SECRET_COMMAND:	return "command";
 	case SECRET_STORE:	return "store";
+	case SECRET_GITHUB_APP:	return "github_app";
 	}
 	return "?";
+}
+
+/* Parse {"source": "github_app", "app_id": ..., ...} (docs/GITHUB-APP.md). */
+static int
+secret_parse_app(json_t *obj, struct secret_src *s, char **cause)
+{
+	static const char *const keys[] = { "source", "app_id", "installation_id", "owner",
+	    "private_key", "permissions", "host", "ca_file", "refresh_before", NULL };
+	struct secret_app *a = &s->app;
+	const char *key, *pv;
+	json_t *v, *pk;
+	size_t i;
+
+	s->type = SECRET_GITHUB_APP;
+	json_object_foreach(obj, key, v) {
+		for (i = 0; keys[i] != NULL && strcmp(keys[i], key) != 0; i++)
+			;
+		if (keys[i] == NULL) {
+			xasprintf(cause, "unknown key \"%s\" for source \"github_app\"", key);
+			return -1;
+		}
+	}
+	v = json_object_get(obj, "app_id");
+	if (json_is_integer(v) && json_integer_value(v) > 0)
+		xasprintf(&a->app_id, "%lld", (long long)json_integer_value(v));
+	else if (json_is_string(v) && json_string_length(v) > 0 && json_string_length(v) <= 20 &&
+	    strspn(json_string_value(v), "0123456789") == json_string_length(v))
+		a->app_id = xstrdup(json_string_value(v));
+	else {
+		*cause = xstrdup("\"app_id\" must be the GitHub App's numeric id");
+		return -1;
+	}
+	v = json_object_get(obj, "installation_id");
+	pk = json_object_get(obj, "owner");
+	if ((v == NULL) == (pk == NULL)) {
+		*cause = xstrdup("give exactly one of \"installation_id\" and \"owner\"");
+		return -1;
+	}
+	if (v != NULL) {
+		if (!json_is_integer(v) || json_integer_value(v) <= 0) {
+			*cause = xstrdup("\"installation_id\" must be a positive integer");
+			return -1;
+		}
+		a->installation_id = (long long)json_integer_value(v);
+	} else {
+		if (!json_is_string(pk) || json_string_length(pk) == 0 ||
+		    json_string_length(pk) > 39 || strspn(json_string_value(pk),
+		    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-") !=
+		    json_string_length(pk)) {
+			*cause = xstrdup("\"owner\" must be a GitHub user or organisation name");
+			return -1;
+		}
+		a->owner = xstrdup(json_string_value(pk));
+	}
+	v = json_object_get(obj, "private_key");
+	if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256 ||
+	    strchr(json_string_value(v), '\n') != NULL ||
+	    strncmp(json_string_value(v), "-----", 5) == 0) {
+		*cause = xstrdup("\"private_key\" must be the name of another secret that "
+		    "holds the app's PEM key (never the key itself)");
+		return -1;
+	}
+	a->private_key = xstrdup(json_string_value(v));
+	if (strcmp(a->private_key, s->name) == 0) {
+		*cause = xstrdup("\"private_key\" names this secret itself");
+		return -1;
+	}
+	if ((v = json_object_get(obj, "permissions")) != NULL) {
+		if (!json_is_object(v) || json_object_size(v) > 64) {
+			*cause = xstrdup("\"permissions\" must be an object such as "
+			    "{\"contents\": \"write\"}");
+			return -1;
+		}
+		json_object_foreach(v, key, pk) {
+			pv = json_string_value(pk);
+			if (pv == NULL || (strcmp(pv, "read") != 0 && strcmp(pv, "write") != 0 &&
+			    strcmp(pv, "admin") != 0) || key[0] == '\0' || strlen(key) > 64 ||
+			    strspn(key, "abcdefghijklmnopqrstuvwxyz_") != strlen(key)) {
+				xasprintf(cause, "\"permissions\": \"%.64s\" must be a permission "
+				    "name mapped to \"read\", \"write\" or \"admin\"", key);
+				return -1;
+			}
+		}
+		a->permissions = json_deep_copy(v);
+	}
+	v = json_object_get(obj, "host");
+	if (v != NULL && (!json_is_string(v) || json_string_length(v) == 0 ||
+	    json_string_length(v) > 255 || strspn(json_string_value(v),
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-:") !=
+	    json_string_length(v))) {
+		*cause = xstrdup("\"host\" must be a host name such as github.com or "
+		    "ghe.example.com:8443");
+		return -1;
+	}
+	a->host = xstrdup(v != NULL ? json_string_value(v) : "github.com");
+	if ((v = json_object_get(obj, "ca_file")) != NULL) {
+		if (!json_is_string(v) || json_string_value(v)[0] != '/' ||
+		    json_string_length(v) > 4096) {
+			*cause = xstrdup("\"ca_file\" must be an absolute path");
+			return -1;
+		}
+		a->ca_file = xstrdup(json_string_value(v));
+	}
+	a->refresh_before = 600;
+	if ((v = json_object_get(obj, "refresh_before")) != NULL) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 3000) {
+			*cause = xstrdup("\"refresh_before\" must be seconds from 1 to 3000");
+			return -1;
+		}
+		a->refresh_before = (int)json_integer_value(v);
+	}
+	return 0;
 }
 
 /* Parse {"source": "file", "path": ...} and friends. */
@@ -54,6 +169,8 @@ secret_parse(json_t *obj, const char *name, const char *where, struct secret_src
 		return -1;
 	}
 	type = json_string_value(src);
+	if (strcmp(type, "github_app") == 0)
+		return secret_parse_app(obj, s, cause);
 	if (strcmp(type, "file") == 0) {
 		s->type = SECRET_FILE;
 		argkey = "path";
@@ -70,7 +187,8 @@ secret_parse(json_t *obj, const char *name, const char *where, struct secret_src
 		s->type = SECRET_COMMAND;
 		argkey = "command";
 	} else {
-		xasprintf(cause, "unknown source \"%s\" (file, env, systemd, store, command)", type);
+		xasprintf(cause, "unknown source \"%s\" (file, env, systemd, store, command, "
+		    "github_app)", type);
 		return -1;
 	}
 	allowed = 2;
@@ -445,6 +563,9 @@ secret_load(const struct secret_src *s, struct secret_val *v, const struct confi
 	case SECRET_COMMAND:
 		secret_run(s, v, c);
 		break;
+	case SECRET_GITHUB_APP:
+		/* Minted per session at its first need, by the daemon (ghmint.c). */
+		break;
 	}
 }
 
@@ -468,7 +589,16 @@ secret_usable(const struct secret_src *s, const struct secret_val *v)
 {
 	if (v->value == NULL)
 		return 0;
+	if (s->type == SECRET_GITHUB_APP)
+		return time(NULL) < v->expires_at;
 	return s->type != SECRET_COMMAND || time(NULL) - v->loaded_at < s->ttl;
+}
+
+/* Whether an unusable value is being fetched (a github_app mint under way). */
+int
+secret_pending(const struct secret_src *s, const struct secret_val *v)
+{
+	return s->type == SECRET_GITHUB_APP && v->refreshing;
 }
 
 /* Release a definition. */
@@ -482,6 +612,12 @@ secret_clear(struct secret_src *s)
 	free(s->argv);
 	free(s->name);
 	free(s->arg);
+	free(s->app.app_id);
+	free(s->app.owner);
+	free(s->app.private_key);
+	json_decref(s->app.permissions);
+	free(s->app.host);
+	free(s->app.ca_file);
 	memset(s, 0, sizeof *s);
 }
 
@@ -494,6 +630,7 @@ secret_val_clear(struct secret_val *v)
 	if (v->prev != NULL)
 		sodium_free(v->prev);
 	free(v->error);
+	ghapp_state_free(v->app);
 	memset(v, 0, sizeof *v);
 }
 

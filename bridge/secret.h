@@ -17,6 +17,19 @@ enum secret_type {
 	SECRET_SYSTEMD,		/* $CREDENTIALS_DIRECTORY/<name> */
 	SECRET_COMMAND,		/* admin program run as the runner; cached for ttl */
 	SECRET_STORE,		/* entry of the encrypted store */
+	SECRET_GITHUB_APP,	/* GitHub App installation token, minted per session (ghapp.h) */
+};
+
+/* A github_app source's settings (docs/GITHUB-APP.md). */
+struct secret_app {
+	char		*app_id;	/* the JWT's "iss" */
+	long long	 installation_id;	/* 0: look it up by owner */
+	char		*owner;		/* or NULL */
+	char		*private_key;	/* the NAME of the secret holding the PEM RSA key */
+	json_t		*permissions;	/* object name -> "read"/"write"; NULL: the app's */
+	char		*host;		/* github.com or a GHE host[:port] */
+	char		*ca_file;	/* NULL: the system CAs */
+	int		 refresh_before;	/* seconds */
 };
 
 /* A source as configured: part of the config, never changed after load. */
@@ -28,7 +41,10 @@ struct secret_src {
 	size_t		  nargv;
 	int		  ttl;		/* seconds (SECRET_COMMAND) */
 	int		  timeout;	/* seconds (SECRET_COMMAND) */
+	struct secret_app app;		/* SECRET_GITHUB_APP */
 };
+
+struct ghapp_state;
 
 /* A loaded value and its renewal state: runtime state, owned by a keyring. */
 struct secret_val {
@@ -40,6 +56,8 @@ struct secret_val {
 	int		  refreshing;	/* a background run is under way */
 	unsigned char	 *prev;		/* the value a renewal replaced (still redacted) */
 	size_t		  prev_len;
+	time_t		  expires_at;	/* SECRET_GITHUB_APP: the token's expiry, else 0 */
+	struct ghapp_state *app;	/* SECRET_GITHUB_APP: mint state (ghapp.h), or NULL */
 };
 
 struct child;
@@ -64,8 +82,13 @@ void	secret_load(const struct secret_src *, struct secret_val *, const struct co
  * a run is under way.
  */
 int	secret_due(const struct secret_src *, const struct secret_val *);
-/* Whether the value may be used now: loaded and, for command sources, within its ttl. */
+/*
+ * Whether the value may be used now: loaded and, for command sources, within its
+ * ttl; for github_app tokens, before their expiry.
+ */
 int	secret_usable(const struct secret_src *, const struct secret_val *);
+/* Whether an unusable value is being fetched right now (a github_app mint): ask again. */
+int	secret_pending(const struct secret_src *, const struct secret_val *);
 /* Start a command source's program as the runner (stdin closed); see secret_command_done. */
 int	secret_command_spawn(const struct secret_src *, const struct config *, struct child *,
 	    char **cause);

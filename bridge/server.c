@@ -33,6 +33,7 @@
 #include "conn.h"
 #include "hygiene.h"
 #include "job.h"
+#include "ghmint.h"
 #include "keyring.h"
 #include "log.h"
 #include "pending.h"
@@ -676,6 +677,9 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	    cfg->nsessions, cfg->ntools);
 	platform_notify("READY=1");
 	event_base_dispatch(srv.base);
+	/* GitHub App tokens die with the daemon: revoked, a few seconds at most. */
+	event_del(srv.ev_sweep);
+	ghmint_stop(srv.base, srv.keyring, 3);
 
 	/* Stopping: children were killed by the signal handler; reap them briefly. */
 	for (i = 0; i < 20; i++) {
