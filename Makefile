@@ -16,6 +16,7 @@ ADMIN_LIBS := -lcurl
 SANFLAGS   := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 B          := build
+.DEFAULT_GOAL := all
 COMMON_SRC := $(wildcard common/*.c)
 BRIDGE_SRC := $(filter-out bridge/main.c,$(wildcard bridge/*.c))
 SHIM_SRC   := $(wildcard shim/*.c)
@@ -30,6 +31,7 @@ DAEMON_SRC := $(filter-out bridge/redact.c,$(BRIDGE_SRC))
 # The daemon's own modules: loop, peers, jobs, ops, renewals, the credential injector.
 DAEMON_ONLY := bridge/server.c bridge/conn.c bridge/job.c bridge/ops.c bridge/renew.c \
 	      bridge/inject.c bridge/ghinject.c bridge/pending.c bridge/zygote.c bridge/ghmint.c \
+	      bridge/reload.c bridge/listen.c \
 	      $(wildcard bridge/op-*.c)
 ADMIN_BRIDGE := $(filter-out $(DAEMON_ONLY),$(DAEMON_SRC))
 
