@@ -191,33 +191,6 @@ platform_kill_orphans(int (*keep)(pid_t))
 #endif
 }
 
-/* No privilege gain through exec for this process and its descendants. */
-int
-platform_no_new_privs(void)
-{
-#if defined(__linux__)
-	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-#else
-	return 0;	/* macOS has no equivalent; the runner is unprivileged anyway */
-#endif
-}
-
-/* Parent-death signal; set after setuid, which clears it. */
-int
-platform_die_with_parent(pid_t parent)
-{
-#if defined(__linux__)
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
-		return -1;
-	/* The daemon may have died between fork and here. */
-	if (getppid() != parent)
-		_exit(127);
-#else
-	(void)parent;
-#endif
-	return 0;
-}
-
 /* Kill every process of a uid: run at start, the runner owns nothing legitimately then. */
 int
 platform_kill_uid(uid_t uid)

@@ -19,10 +19,6 @@ int	platform_subreaper(void);
  * our own children, not the host's processes.
  */
 int	platform_kill_orphans(int (*keep)(pid_t));
-/* In a freshly forked child: forbid gaining privileges through exec (no-new-privs). */
-int	platform_no_new_privs(void);
-/* In a child after the uid change: die with SIGKILL when the daemon dies. */
-int	platform_die_with_parent(pid_t parent);
 /* SIGKILL every process owned by uid (leftovers of a killed daemon's runner). */
 int	platform_kill_uid(uid_t uid);
 /* Sockets launchd passes for "Listeners" (macOS; 0 elsewhere or when not launched by it). */

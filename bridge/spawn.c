@@ -27,6 +27,7 @@
 #include <sodium.h>
 
 #include "jail.h"
+#include "proc.h"
 #include "jailmsg.h"
 #include "platform.h"
 #include "cgroup.h"
@@ -139,20 +140,6 @@ envbuild_free(struct envbuild *e)
 	free(e);
 }
 
-/* Report a failure from the child to the parent through the status pipe, then exit. */
-static void __attribute__((noreturn))
-spawn_child_fail(int fd, const char *what)
-{
-	char msg[160];
-	int saved = errno;
-	size_t n;
-
-	snprintf(msg, sizeof msg, "%s: %s", what, strerror(saved));
-	n = strlen(msg);
-	(void)!write(fd, msg, n);
-	_exit(127);
-}
-
 /* Close every descriptor from lowfd up (the one copy in common/). */
 static void
 spawn_closefrom(int lowfd)
@@ -177,78 +164,30 @@ spawn_limit(int resource, rlim_t cur, rlim_t max)
 	return setrlimit(resource, &rl);
 }
 
-/* In the child: become the runner with nothing inherited, then exec. */
-static void __attribute__((noreturn))
-spawn_exec(const struct spawn_req *r, int pin, int pout, int perr, int status, pid_t parent)
+/*
+ * In the child (proc.h setup hook), with its fds in place and before the drop:
+ * the tool's rlimits, and a private umask. System calls only (vfork-safe).
+ */
+static const char *
+spawn_setup(const struct proc_req *pr, void *arg)
 {
-	struct sigaction sa;
-	sigset_t set;
-	const char *step;
-	int sig;
+	const struct spawn_req *r = arg;
 
-	/* Default dispositions: an ignored SIGPIPE would otherwise survive exec. */
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = SIG_DFL;
-	for (sig = 1; sig < NSIG; sig++)
-		(void)sigaction(sig, &sa, NULL);
-	sigemptyset(&set);
-	sigprocmask(SIG_SETMASK, &set, NULL);
-
-	if (setsid() < 0)
-		spawn_child_fail(status, "setsid");
-	if (dup2(pin, 0) < 0 || dup2(pout, 1) < 0 || dup2(perr, 2) < 0)
-		spawn_child_fail(status, "dup2");
-	if (status < 3) {
-		/* Keep the status pipe above the stdio range. */
-		int fd = fcntl(status, F_DUPFD_CLOEXEC, 3);
-
-		if (fd < 0)
-			_exit(127);
-		status = fd;
-	}
-	if (r->extra_fd > 2) {
-		/* The extra fd becomes 3, the status pipe 4; both moved up first. */
-		int xfd = fcntl(r->extra_fd, F_DUPFD, 5), sfd = fcntl(status, F_DUPFD_CLOEXEC, 5);
-
-		if (xfd < 0 || sfd < 0 || dup2(xfd, 3) < 0 || dup3(sfd, 4, O_CLOEXEC) < 0)
-			_exit(127);
-		status = 4;
-	} else if (status != 3) {
-		if (dup3(status, 3, O_CLOEXEC) < 0)
-			_exit(127);
-		status = 3;
-	}
-	spawn_closefrom(status + 1);
-
+	(void)pr;
 	if (spawn_limit(RLIMIT_CORE, 0, 0) != 0)
-		spawn_child_fail(status, "setrlimit core");
+		return "setrlimit core";
 	if (spawn_limit(RLIMIT_CPU, (rlim_t)r->cpu_seconds, (rlim_t)r->cpu_seconds + 5) != 0)
-		spawn_child_fail(status, "setrlimit cpu");
+		return "setrlimit cpu";
 	if (spawn_limit(RLIMIT_AS, (rlim_t)8 << 30, (rlim_t)8 << 30) != 0)	/* 8 GiB */
-		spawn_child_fail(status, "setrlimit as");
+		return "setrlimit as";
 	if (spawn_limit(RLIMIT_FSIZE, (rlim_t)4 << 30, (rlim_t)4 << 30) != 0)	/* 4 GiB */
-		spawn_child_fail(status, "setrlimit fsize");
+		return "setrlimit fsize";
 	if (spawn_limit(RLIMIT_NOFILE, 1024, 1024) != 0)			/* open files */
-		spawn_child_fail(status, "setrlimit nofile");
+		return "setrlimit nofile";
 	if (spawn_limit(RLIMIT_NPROC, 8192, 8192) != 0)	/* processes of the runner uid */
-		spawn_child_fail(status, "setrlimit nproc");
-
-	if (r->cwd_fd >= 0) {
-		if (fchdir(r->cwd_fd) != 0)
-			spawn_child_fail(status, "fchdir");
-	} else if (chdir(r->cwd != NULL ? r->cwd : "/") != 0)
-		spawn_child_fail(status, "chdir");
-
-	/* Drop privileges, groups first, and verify that they cannot come back. */
-	if ((step = hygiene_drop_privileges(r->uid, r->gid, NULL)) != NULL)
-		spawn_child_fail(status, step);
-	if (platform_no_new_privs() != 0)
-		spawn_child_fail(status, "no_new_privs");
-	if (platform_die_with_parent(parent) != 0)
-		spawn_child_fail(status, "parent-death signal");
+		return "setrlimit nproc";
 	umask(077);
-	execve(r->path, r->argv, r->envp);
-	spawn_child_fail(status, r->path);
+	return NULL;
 }
 
 /* The jail's init program (shimbridge-jail), opened once (spawn_jail_find). */
@@ -624,29 +563,6 @@ spawn_nonblock(int fd)
 	return fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-/*
- * clone3 with flags (no new stack: the child goes on like a fork) into the cgroup
- * of cgroup_fd; -1 with errno.
- */
-static pid_t
-spawn_clone3(unsigned long long flags, int cgroup_fd)
-{
-#if defined(__linux__) && defined(SYS_clone3) && defined(CLONE_INTO_CGROUP)
-	struct clone_args ca;
-
-	memset(&ca, 0, sizeof ca);
-	ca.flags = flags | CLONE_INTO_CGROUP;
-	ca.exit_signal = SIGCHLD;
-	ca.cgroup = (unsigned long long)cgroup_fd;
-	return (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
-#else
-	(void)flags;
-	(void)cgroup_fd;
-	errno = ENOSYS;
-	return -1;
-#endif
-}
-
 /* Run a request in a jail: a pre-built one if the spec brings it, else a fresh one. */
 static int
 spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
@@ -715,87 +631,48 @@ out:
 int
 spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 {
-	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
-	int st[2] = { -1, -1 }, i;
-	char msg[160];
-	ssize_t n;
-	pid_t pid, parent = getpid();
+	struct proc_req pr;
+	struct spawn_req lim;
+	struct proc p;
+	char *pcause = NULL;
 
 	memset(c, 0, sizeof *c);
 	c->pid = -1;
 	c->in = c->out = c->err = -1;
 	if (r->jail != NULL)
 		return spawn_child_jailed(r, c, cause);
-	if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 ||
-	    pipe2(perr, O_CLOEXEC) != 0 || pipe2(st, O_CLOEXEC) != 0) {
-		xasprintf(cause, "pipe: %s", strerror(errno));
-		goto fail;
-	}
-	{
-		/*
-		 * vfork: the child shares our memory until it execs, so the cost does
-		 * not grow with the daemon's size and we are suspended only until the
-		 * exec (which we wait for anyway). The child only makes system calls on
-		 * its own stack frames and never returns from here.
-		 */
-		/*
-		 * Into a cgroup: clone3 with CLONE_VFORK but its own memory (a raw
-		 * CLONE_VM child cannot safely return through our stack frames).
-		 */
-		if (r->cgroup_fd > 2)
-			pid = spawn_clone3(CLONE_VFORK, r->cgroup_fd);
-		else
-			pid = vfork();
-		if (pid < 0) {
-			xasprintf(cause, "%s: %s", r->cgroup_fd > 2 ? "clone3" : "vfork",
-			    strerror(errno));
-			goto fail;
-		}
-		if (pid == 0)
-			spawn_exec(r, pin[0], pout[1], perr[1], st[1], parent);
-	}
-	close(st[1]);
-	st[1] = -1;
-	close(pin[0]);
-	close(pout[1]);
-	close(perr[1]);
-	pin[0] = pout[1] = perr[1] = -1;
-	/* The child calls setsid() before exec: once exec is reported, killpg works. */
-	do {
-		n = read(st[0], msg, sizeof msg - 1);
-	} while (n < 0 && errno == EINTR);
-	close(st[0]);
-	st[0] = -1;
-	if (n > 0) {
-		msg[n] = '\0';
-		xasprintf(cause, "cannot start the tool (%s)", msg);
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		goto fail;
-	}
-	c->pid = pid;
-	c->in = pin[1];
-	c->out = pout[0];
-	c->err = perr[0];
-	if (spawn_nonblock(c->in) != 0 || spawn_nonblock(c->out) != 0 ||
-	    spawn_nonblock(c->err) != 0) {
-		/* Cannot happen on a valid fd; the caller still owns and kills the child. */
-		xasprintf(cause, "fcntl: %s", strerror(errno));
+	/*
+	 * vfork (or clone3 into the session's cgroup): the cost does not grow with
+	 * the daemon's size. The child calls setsid() before exec, so once exec is
+	 * reported killpg works.
+	 */
+	memset(&pr, 0, sizeof pr);
+	pr.path = r->path;
+	pr.argv = r->argv;
+	pr.envp = r->envp;
+	pr.fd[0] = pr.fd[1] = pr.fd[2] = PROC_PIPE;
+	pr.extra_fd = r->extra_fd > 2 ? r->extra_fd : -1;
+	pr.extra_to = 3;
+	pr.flags = PROC_VFORK | PROC_SETSID | PROC_DROP | PROC_NO_NEW_PRIVS |
+	    PROC_DIE_WITH_PARENT | PROC_NONBLOCK;
+	pr.uid = r->uid;
+	pr.gid = r->gid;
+	pr.cwd_fd = r->cwd_fd > 2 ? r->cwd_fd : -1;
+	pr.cwd = r->cwd_fd > 2 ? NULL : (r->cwd != NULL ? r->cwd : "/");
+	pr.cgroup_fd = r->cgroup_fd;
+	pr.setup = spawn_setup;
+	lim = *r;
+	pr.arg = &lim;		/* read by spawn_setup in the child */
+	if (proc_spawn(&pr, &p, &pcause) != 0) {
+		xasprintf(cause, "cannot start the tool (%s)", pcause);
+		free(pcause);
 		return -1;
 	}
+	c->pid = p.pid;
+	c->in = p.fd[0];
+	c->out = p.fd[1];
+	c->err = p.fd[2];
 	return 0;
-fail:
-	for (i = 0; i < 2; i++) {
-		if (pin[i] >= 0)
-			close(pin[i]);
-		if (pout[i] >= 0)
-			close(pout[i]);
-		if (perr[i] >= 0)
-			close(perr[i]);
-		if (st[i] >= 0)
-			close(st[i]);
-	}
-	return -1;
 }
 
 /* Create a private scratch directory with an unguessable name. */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -103,4 +104,44 @@ hygiene_mkdir_root(const char *path, mode_t mode, int enforce_mode, char **cause
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * Set signal sig to its default action. The C libraries refuse their internal
+ * signals (glibc 32-33, musl 32-34) in sigaction(); a parent that ignored them
+ * (GNU make does) would pass that on through exec, so on Linux those go to the
+ * kernel directly (the generic rt_sigaction layout; SIG_DFL needs no restorer).
+ */
+static void
+hygiene_signal_default(int sig)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	if (sigaction(sig, &sa, NULL) == 0 || errno != EINVAL)
+		return;
+#if defined(__linux__) && defined(SYS_rt_sigaction) && (defined(__x86_64__) || defined(__aarch64__))
+	{
+		struct {
+			void		*handler;
+			unsigned long	 flags;
+			void		*restorer;
+			unsigned long	 mask;
+		} ksa;
+
+		memset(&ksa, 0, sizeof ksa);	/* handler NULL is SIG_DFL */
+		(void)syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof ksa.mask);
+	}
+#endif
+}
+
+/* Every signal to its default action (async-signal-safe; see hygiene.h). */
+void
+hygiene_signals_default(void)
+{
+	int sig;
+
+	for (sig = 1; sig < NSIG; sig++)
+		hygiene_signal_default(sig);
 }

@@ -14,6 +14,12 @@
  */
 void		 hygiene_closefrom(int lowfd);
 /*
+ * Every signal's disposition back to the default, including the C library's
+ * internal ones where the kernel allows it (an ignored signal survives exec).
+ * Async-signal-safe, vfork-safe; the signal mask is left to the caller.
+ */
+void		 hygiene_signals_default(void);
+/*
  * Start-up: make sure fds 0, 1 and 2 are open (on /dev/null when they are not,
  * so no pipe or file opened later becomes one of them and is handed to a child
  * as its stdio). Returns 0, or -1 if /dev/null cannot be opened. Callers then

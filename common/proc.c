@@ -4,6 +4,7 @@
 #ifdef __linux__
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <linux/sched.h>
 #endif
 
 #include <errno.h>
@@ -42,20 +43,18 @@ void
 proc_exec(const struct proc_req *r, struct proc_child *pc)
 {
 	struct proc_child	c = *pc;	/* ours: pc may be the parent's (vfork) */
-	struct sigaction	sa;
 	sigset_t		set;
 	const char		*step;
-	int			hi[3], xhi = -1, base, sig, i;
+	int			hi[3], xhi = -1, base, i;
 
 	/* Default dispositions: an ignored SIGPIPE would otherwise survive exec. */
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = SIG_DFL;
-	for (sig = 1; sig < NSIG; sig++)
-		(void)sigaction(sig, &sa, NULL);
+	hygiene_signals_default();
 	sigemptyset(&set);
 	(void)sigprocmask(SIG_SETMASK, &set, NULL);
 	if ((r->flags & PROC_SETSID) && setsid() < 0)
 		proc_fail(&c, "setsid");
+	if (r->cwd_fd > 2 && fchdir(r->cwd_fd) != 0)
+		proc_fail(&c, "fchdir");
 
 	/*
 	 * Copies above every target first (the status pipe's too), so no dup2
@@ -200,7 +199,34 @@ proc_vfork(const struct proc_req *r, struct proc_child *pc)
 	return pid;
 }
 
-/* Fork (or vfork, or clone for an init) and wait until the child has exec'd. */
+/*
+ * clone3 into the cgroup of cgroup_fd, with CLONE_VFORK but a memory of its own
+ * (like fork: a CLONE_VM child could not safely return through our frames); the
+ * child execs. -1 with errno where the kernel or platform has no clone3.
+ */
+static pid_t
+proc_clone_cgroup(const struct proc_req *r, struct proc_child *pc)
+{
+#if defined(__linux__) && defined(SYS_clone3) && defined(CLONE_INTO_CGROUP)
+	struct clone_args	ca;
+	pid_t			pid;
+
+	memset(&ca, 0, sizeof ca);
+	ca.flags = CLONE_VFORK | CLONE_INTO_CGROUP;
+	ca.exit_signal = SIGCHLD;
+	ca.cgroup = (unsigned long long)r->cgroup_fd;
+	if ((pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca)) == 0)
+		proc_exec(r, pc);
+	return pid;
+#else
+	(void)r;
+	(void)pc;
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+/* Fork (or vfork, or clone3 into a cgroup) and wait until the child has exec'd. */
 int
 proc_spawn(const struct proc_req *r, struct proc *p, char **cause)
 {
@@ -214,8 +240,7 @@ proc_spawn(const struct proc_req *r, struct proc *p, char **cause)
 	p->pid = -1;
 	p->fd[0] = p->fd[1] = p->fd[2] = -1;
 	if (r->path == NULL || r->argv == NULL || r->envp == NULL ||
-	    (r->extra_fd >= 0 && r->extra_to < 3) ||
-	    (r->init == NULL && r->clone_flags != 0)) {
+	    (r->extra_fd >= 0 && r->extra_to < 3)) {
 		xasprintf(cause, "internal error: bad request to start a child");
 		return -1;
 	}
@@ -231,32 +256,8 @@ proc_spawn(const struct proc_req *r, struct proc *p, char **cause)
 	pc.status = st[1];
 	pc.parent = getpid();
 
-	if (r->init != NULL) {
-#ifdef __linux__
-		/*
-		 * The raw system call with no new stack: the child goes on, like a
-		 * fork, on its copy of this stack, and never returns from here.
-		 */
-		if (r->clone_flags != 0)
-			pid = (pid_t)syscall(SYS_clone, r->clone_flags | SIGCHLD, NULL, NULL,
-			    NULL, 0UL);
-		else
-			pid = fork();
-#else
-		if (r->clone_flags != 0) {
-			errno = ENOSYS;
-			pid = -1;
-		} else
-			pid = fork();
-#endif
-		if (pid == 0) {
-			close(st[0]);
-			for (i = 0; i < 3; i++) {
-				if (ours[i] >= 0)
-					close(ours[i]);
-			}
-			_exit(r->init(r, &pc, r->arg));
-		}
+	if (r->cgroup_fd > 2) {
+		pid = proc_clone_cgroup(r, &pc);
 	} else if (r->flags & PROC_VFORK) {
 		pid = proc_vfork(r, &pc);
 	} else {

@@ -45,24 +45,20 @@ struct proc_req {
 	uid_t		  uid;		/* with PROC_DROP */
 	gid_t		  gid;
 	const char	 *cwd;		/* NULL: inherited; else chdir before the drop */
+	int		  cwd_fd;	/* > 2: fchdir into it first (before fds are
+					   closed and before the drop); else unused */
+	int		  cgroup_fd;	/* > 2 (Linux): the child starts inside this
+					   cgroup (clone3 CLONE_INTO_CGROUP), so it and
+					   all it forks are there from its first
+					   instruction; else the caller's cgroup */
 	/*
 	 * NULL, or called in the child once its fds are in place and the rest
-	 * closed, before cwd and the privilege drop: rlimits, umask, fchdir...
+	 * closed, before cwd and the privilege drop: rlimits, umask...
 	 * Returns NULL or the name of the step that failed, a static string, with
 	 * errno set. Async-signal-safe only (and vfork-safe with PROC_VFORK).
 	 */
 	const char	*(*setup)(const struct proc_req *, void *arg);
 	void		 *arg;
-	/*
-	 * NULL, or a program of ours for the child to run instead of going
-	 * straight to exec, e.g. a jail's init: created with clone(2) and
-	 * clone_flags (Linux; plain fork elsewhere or with 0), it calls init, which
-	 * eventually starts the tool with proc_exec (typically after a vfork) and
-	 * must then close pc->status so the parent's wait for exec ends. Its
-	 * return value is its exit status.
-	 */
-	int		(*init)(const struct proc_req *, struct proc_child *pc, void *arg);
-	unsigned long	  clone_flags;
 };
 
 struct proc {
@@ -81,7 +77,7 @@ int	proc_spawn(const struct proc_req *, struct proc *, char **cause);
  * The child's side: signals to default and mask empty, PROC_SETSID, fds in
  * place and every other fd closed, setup, cwd, the privilege drop, execve.
  * Never returns: a failure is written to pc->status and the child exits 127.
- * Async-signal-safe: for a child of fork or vfork (e.g. in a proc_req.init).
+ * Async-signal-safe: for a child of fork or vfork.
  */
 void	proc_exec(const struct proc_req *, struct proc_child *pc)
 	    __attribute__((noreturn));

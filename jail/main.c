@@ -328,17 +328,13 @@ jailinit_run(void)
 int
 main(int argc, char **argv)
 {
-	struct sigaction sa;
 	sigset_t set;
 	pid_t tool, p;
 	int sig, st;
 
 	(void)argc;
 	(void)argv;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = SIG_DFL;
-	for (sig = 1; sig < NSIG; sig++)
-		(void)sigaction(sig, &sa, NULL);
+	hygiene_signals_default();
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGTERM);

@@ -114,6 +114,28 @@ test_pipes_vfork(void **state)
 	run_pipes(PROC_VFORK);
 }
 
+/* cwd_fd: the child starts in that directory (fchdir before the rest is closed). */
+static void
+test_cwd_fd(void **state)
+{
+	char *argv[4], buf[256], *cause = NULL;
+	struct proc_req r = sh_req(argv, "pwd; ls -l /proc/self/fd | grep -c ' -> /usr/share$' || true");
+	struct proc p;
+	int dfd = open("/usr/share", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	(void)state;
+	assert_true(dfd > 2);
+	r.cwd_fd = dfd;
+	r.flags = PROC_VFORK;
+	assert_int_equal(proc_spawn(&r, &p, &cause), 0);
+	read_all(p.fd[1], buf, sizeof buf);
+	/* In the directory, and the fd itself did not follow the child. */
+	assert_string_equal(buf, "/usr/share\n0\n");
+	proc_close(&p);
+	assert_int_equal(proc_wait(p.pid, &cause), 0);
+	close(dfd);
+}
+
 /* The child has fds 0-2 only (plus extra_to when given), whatever the parent holds. */
 static void
 test_fds_closed(void **state)
@@ -305,63 +327,6 @@ test_failures(void **state)
 	assert_int_equal(count_fds(), before);
 }
 
-/* An init runs first, starts the tool with proc_exec, and its exit is the child's. */
-static int
-test_init_fn(const struct proc_req *r, struct proc_child *pc, void *arg)
-{
-	pid_t tool;
-	int st;
-
-	if (arg != NULL) {
-		errno = ENOENT;
-		proc_fail(pc, "jail: enter");
-	}
-	if ((tool = fork()) == 0)
-		proc_exec(r, pc);
-	if (tool < 0)
-		proc_fail(pc, "fork");
-	close(pc->status);
-	for (st = 0; st < 3; st++)
-		close(pc->fd[st]);
-	if (waitpid(tool, &st, 0) != tool)
-		return 126;
-	return WIFEXITED(st) ? WEXITSTATUS(st) + 10 : 127;
-}
-
-static void
-test_init(void **state)
-{
-	char *argv[4], buf[64], *cause = NULL;
-	struct proc_req r = sh_req(argv, "echo via-init; exit 2");
-	struct proc p;
-
-	(void)state;
-	r.init = test_init_fn;
-	assert_int_equal(proc_spawn(&r, &p, &cause), 0);
-	read_all(p.fd[1], buf, sizeof buf);
-	assert_string_equal(buf, "via-init\n");
-	proc_close(&p);
-	assert_int_equal(proc_wait(p.pid, &cause), 12);
-
-	r.arg = &r;	/* the init fails before the tool */
-	assert_int_equal(proc_spawn(&r, &p, &cause), -1);
-	assert_string_equal(cause, "cannot start /bin/sh: jail: enter: No such file or directory");
-	free(cause);
-	cause = NULL;
-	r.arg = NULL;
-
-	r.path = "/nonexistent/tool";	/* the tool's exec fails inside the init */
-	assert_int_equal(proc_spawn(&r, &p, &cause), -1);
-	assert_string_equal(cause, "cannot run /nonexistent/tool: No such file or directory");
-	free(cause);
-	cause = NULL;
-
-	r.init = NULL;
-	r.clone_flags = 1;	/* clone flags without an init: refused */
-	assert_int_equal(proc_spawn(&r, &p, &cause), -1);
-	free(cause);
-}
-
 /* As root: the child runs as the given uid and gid, without supplementary groups. */
 static void
 test_drop(void **state)
@@ -403,12 +368,12 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pipes_fork),
 		cmocka_unit_test(test_pipes_vfork),
+		cmocka_unit_test(test_cwd_fd),
 		cmocka_unit_test(test_fds_closed),
 		cmocka_unit_test(test_extra_and_own_fd),
 		cmocka_unit_test(test_signals_reset),
 		cmocka_unit_test(test_setsid_nonblock_signal),
 		cmocka_unit_test(test_failures),
-		cmocka_unit_test(test_init),
 		cmocka_unit_test(test_drop),
 	};
 
