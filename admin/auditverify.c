@@ -22,6 +22,7 @@
 
 #include "admin.h"
 #include "auditchain.h"
+#include "proc.h"
 #include "util.h"
 
 /* One file of the set, with its place in the order. */
@@ -117,7 +118,11 @@ static FILE *
 auditverify_open(const char *path, pid_t *pid)
 {
 	static char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
-	int p[2], fd;
+	static char *const argv[] = { "gzip", "-dc", NULL };
+	struct proc_req r;
+	struct proc p;
+	char *cause = NULL;
+	int fd;
 	FILE *fp;
 
 	*pid = -1;
@@ -125,28 +130,27 @@ auditverify_open(const char *path, pid_t *pid)
 		return fopen(path, "re");
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return NULL;
-	if (pipe2(p, O_CLOEXEC) != 0) {
+	memset(&r, 0, sizeof r);
+	r.path = "/bin/gzip";
+	r.argv = argv;
+	r.envp = envp;
+	r.fd[0] = fd;
+	r.fd[1] = PROC_PIPE;
+	r.fd[2] = PROC_NULL;
+	r.extra_fd = -1;
+	if (proc_spawn(&r, &p, &cause) != 0) {
+		free(cause);
 		close(fd);
 		return NULL;
-	}
-	if ((*pid = fork()) < 0) {
-		close(fd);
-		close(p[0]);
-		close(p[1]);
-		return NULL;
-	}
-	if (*pid == 0) {
-		char *const argv[] = { "gzip", "-dc", NULL };
-
-		if (dup2(fd, 0) < 0 || dup2(p[1], 1) < 0)
-			_exit(127);
-		execve("/bin/gzip", argv, envp);
-		_exit(127);
 	}
 	close(fd);
-	close(p[1]);
-	if ((fp = fdopen(p[0], "r")) == NULL)
-		close(p[0]);
+	if ((fp = fdopen(p.fd[1], "r")) == NULL) {
+		proc_close(&p);
+		(void)proc_wait(p.pid, &cause);
+		free(cause);
+		return NULL;
+	}
+	*pid = p.pid;
 	return fp;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "policy.h"
+#include "proc.h"
 #include "profile.h"
 #include "spawn.h"
 #include "util.h"
@@ -790,31 +791,34 @@ gh_vercmp(int a0, int a1, int a2, int b0, int b1, int b2)
 static char *
 gh_version_warning(const char *path)
 {
-	char buf[256], *w = NULL;
-	int p[2], status, v0, v1, v2;
+	char *argv[] = { (char *)path, "--version", NULL };
+	char *envp[] = { "PATH=/usr/bin:/bin", "GH_NO_UPDATE_NOTIFIER=1", NULL };
+	char buf[256], *w = NULL, *cause = NULL;
+	struct proc_req r;
+	struct proc p;
+	int v0, v1, v2;
 	ssize_t n;
 	size_t off = 0;
-	pid_t pid;
 
-	if (pipe2(p, O_CLOEXEC) != 0)
-		return NULL;
-	if ((pid = fork()) == 0) {
-		char *argv[] = { (char *)path, "--version", NULL };
-		char *envp[] = { "PATH=/usr/bin:/bin", "GH_NO_UPDATE_NOTIFIER=1", NULL };
-
-		dup2(p[1], 1);
-		execve(path, argv, envp);
-		_exit(127);
+	memset(&r, 0, sizeof r);
+	r.path = path;
+	r.argv = argv;
+	r.envp = envp;
+	r.fd[0] = PROC_NULL;
+	r.fd[1] = PROC_PIPE;
+	r.fd[2] = PROC_NULL;
+	r.extra_fd = -1;
+	buf[0] = '\0';
+	if (proc_spawn(&r, &p, &cause) == 0) {
+		while (off < sizeof buf - 1 &&
+		    ((n = read(p.fd[1], buf + off, sizeof buf - 1 - off)) > 0 ||
+		    (n < 0 && errno == EINTR)))
+			off += n > 0 ? (size_t)n : 0;
+		buf[off] = '\0';
+		proc_close(&p);
+		(void)proc_wait(p.pid, &cause);
 	}
-	close(p[1]);
-	while (pid > 0 && off < sizeof buf - 1 &&
-	    (n = read(p[0], buf + off, sizeof buf - 1 - off)) > 0)
-		off += (size_t)n;
-	buf[off] = '\0';
-	close(p[0]);
-	if (pid > 0)
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
+	free(cause);
 	if (sscanf(buf, "gh version %d.%d.%d", &v0, &v1, &v2) != 3) {
 		xasprintf(&w, "cannot tell the version of %s; gh before 2.63.1 has known "
 		    "token-leak vulnerabilities", path);

@@ -1,14 +1,13 @@
 /*
  * The daemon's event loop: listeners, signals, the SIGCHLD reaper, the
- * one-second sweep, reload, socket setup and the orphan scan. One struct conn
+ * one-second sweep and the orphan scan; reload.c swaps configs, listen.c
+ * makes the pathname socket. One struct conn
  * per peer (conn.c), one job per child (job.c), one file per op (op-*.c).
  */
 #include <sys/queue.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <dirent.h>
@@ -35,10 +34,11 @@
 #include "job.h"
 #include "ghmint.h"
 #include "keyring.h"
+#include "listen.h"
 #include "log.h"
-#include "pending.h"
 #include "platform.h"
 #include "proto.h"
+#include "reload.h"
 #include "renew.h"
 #include "server.h"
 #include "spawn.h"
@@ -264,94 +264,6 @@ server_accept_error(struct evconnlistener *l, void *arg)
 	}
 }
 
-/*
- * Sessions of old that new no longer has: their running calls are killed (with
- * the session's cgroup, where cgroups are in use, everything they started).
- */
-static void
-server_sessions_removed(struct server *srv, const struct config *old,
-    const struct config *nc)
-{
-	struct conn *c;
-	size_t i, k;
-	int n;
-
-	for (i = 0; i < old->nsessions; i++) {
-		const char *name = old->sessions[i].name;
-
-		for (k = 0; k < nc->nsessions; k++) {
-			if (strcmp(nc->sessions[k].name, name) == 0)
-				break;
-		}
-		if (k < nc->nsessions)
-			continue;
-		if (cgroup_enabled() && (n = cgroup_session_kill(name)) > 0)
-			log_info("session %s was removed: killed the %d process%s in its cgroup",
-			    name, n, n == 1 ? "" : "es");
-		TAILQ_FOREACH(c, &srv->conns, entry) {
-			if (c->session != NULL && strcmp(c->session->name, name) == 0)
-				conn_session_removed(c);
-		}
-	}
-}
-
-/* SIGHUP: load the new config next to the old; swap only if it is valid. */
-static void
-server_reload(struct server *srv)
-{
-	struct config *nc;
-	char *cause = NULL, **warn = NULL;
-	json_t *a = json_object();
-	size_t nwarn = 0, i;
-
-	platform_notify("RELOADING=1");
-	nc = config_load(srv->config_path, 1, &cause);
-	json_object_set_new(a, "event", json_string("reload"));
-	if (nc == NULL) {
-		log_warnx("reload failed, keeping the running config: %s", cause);
-		json_object_set_new(a, "ok", json_false());
-		json_object_set_new(a, "reason", json_string(cause));
-		audit_write(a, keyring_redactor(srv->keyring));
-		free(cause);
-		platform_notify("READY=1");
-		return;
-	}
-	if (strcmp(nc->socket_path, srv->cfg->socket_path) != 0)
-		log_warnx("socket path changes take effect at restart");
-	audit_checkpoint_every(nc->audit_checkpoint_interval);
-	if (audit_sign_key_config(nc->audit_sign_key, nc->audit_sign_key_credential,
-	    &cause) != 0) {
-		log_warnx("%s; checkpoints stay signed as before", cause);
-		free(cause);
-		cause = NULL;
-	}
-	if (audit_open(nc->audit_path, &cause) != 0) {
-		log_warnx("%s; audit stays on the old file", cause);
-		free(cause);
-	}
-	/* Every source is read again; a replaced value stays masked (keyring.h). */
-	keyring_load(srv->keyring, nc, &warn, &nwarn);
-	for (i = 0; i < nwarn; i++) {
-		log_warnx("%s", warn[i]);
-		free(warn[i]);
-	}
-	free(warn);
-	audit_syslog(nc->audit_syslog);
-	server_sessions_removed(srv, srv->cfg, nc);
-	/* Waiting jails were built for the old runners and binds. */
-	zygote_flush(srv->zygote);
-	zygote_set_size(srv->zygote, srv->jail_root != NULL ? nc->jail_pool : 0);
-	config_unref(srv->cfg);
-	srv->cfg = nc;
-	json_object_set_new(a, "ok", json_true());
-	json_object_set_new(a, "config_version", json_string(nc->version));
-	audit_write(a, keyring_redactor(srv->keyring));
-	log_info("configuration reloaded (version %s, %zu sessions)", nc->version,
-	    nc->nsessions);
-	pending_reload(srv);
-	platform_notify("READY=1");
-}
-
 /* Signals: HUP reloads, USR1 reopens the audit log (rotation), TERM/INT stop. Handled in the loop. */
 static void
 server_signal(evutil_socket_t sig, short what, void *arg)
@@ -361,7 +273,7 @@ server_signal(evutil_socket_t sig, short what, void *arg)
 
 	(void)what;
 	if (sig == SIGHUP) {
-		server_reload(srv);
+		reload_config(srv);
 		return;
 	}
 	if (sig == SIGUSR1) {
@@ -373,123 +285,6 @@ server_signal(evutil_socket_t sig, short what, void *arg)
 	TAILQ_FOREACH(c, &srv->conns, entry)
 		conn_shutdown(c);
 	event_base_loopbreak(srv->base);
-}
-
-/*
- * The socket's directory (not socket-activated): created 0755 when missing, as
- * when the daemon is started by hand; it must be a directory (not a symbolic
- * link), owned by root and writable by nobody else, or nobody could trust the
- * socket in it.
- */
-static int
-server_socket_dir(const char *dir, char **cause)
-{
-	struct stat st;
-
-	if (lstat(dir, &st) != 0) {
-		if (errno != ENOENT) {
-			xasprintf(cause, "cannot inspect the socket directory %s: %s", dir,
-			    strerror(errno));
-			return -1;
-		}
-		/* chmod: the umask (0077 under systemd) must not lock the sessions out. */
-		if ((mkdir(dir, 0755) != 0 && errno != EEXIST) || lstat(dir, &st) != 0 ||
-		    (S_ISDIR(st.st_mode) && st.st_uid == 0 && chmod(dir, 0755) != 0)) {
-			xasprintf(cause, "cannot create the socket directory %s: %s (its parent "
-			    "must exist)", dir, strerror(errno));
-			return -1;
-		}
-		log_info("created the socket directory %s (root, 0755)", dir);
-		if (lstat(dir, &st) != 0) {
-			xasprintf(cause, "cannot inspect the socket directory %s: %s", dir,
-			    strerror(errno));
-			return -1;
-		}
-	}
-	if (S_ISLNK(st.st_mode)) {
-		xasprintf(cause, "the socket directory %s is a symbolic link; refusing to "
-		    "follow it (give the real directory in socket.path)", dir);
-		return -1;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		xasprintf(cause, "the socket directory %s is not a directory", dir);
-		return -1;
-	}
-	if (st.st_uid != 0) {
-		xasprintf(cause, "the socket directory %s is owned by uid %u, not root: "
-		    "refusing to put the socket where someone else could replace it",
-		    dir, (unsigned)st.st_uid);
-		return -1;
-	}
-	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-		xasprintf(cause, "the socket directory %s is writable by group or others "
-		    "(mode %04o): it must be writable by root only", dir,
-		    (unsigned)(st.st_mode & 07777));
-		return -1;
-	}
-	return 0;
-}
-
-/* Create, bind and listen on the configured pathname socket. */
-static int
-server_bind(struct server *srv, char **cause)
-{
-	const struct config *cfg = srv->cfg;
-	struct sockaddr_un sun;
-	struct stat st;
-	char *dir, *slash;
-	mode_t old;
-	int fd;
-
-	memset(&sun, 0, sizeof sun);
-	sun.sun_family = AF_UNIX;
-	if (strcpy_checked(sun.sun_path, sizeof sun.sun_path, cfg->socket_path) != 0) {
-		xasprintf(cause, "socket path too long: %s", cfg->socket_path);
-		return -1;
-	}
-	/* The directory must be root's: nobody else may swap the socket. */
-	dir = xstrdup(cfg->socket_path);
-	slash = strrchr(dir, '/');
-	*slash = '\0';
-	if (server_socket_dir(*dir ? dir : "/", cause) != 0) {
-		free(dir);
-		return -1;
-	}
-	free(dir);
-	if (lstat(cfg->socket_path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			xasprintf(cause, "%s exists and is not a socket", cfg->socket_path);
-			return -1;
-		}
-		unlink(cfg->socket_path);
-	}
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
-		xasprintf(cause, "socket: %s", strerror(errno));
-		return -1;
-	}
-	/* umask before bind: the socket never exists with looser permissions. */
-	old = umask(0777 & ~(mode_t)cfg->socket_mode);
-	if (bind(fd, (struct sockaddr *)&sun, sizeof sun) != 0) {
-		umask(old);
-		xasprintf(cause, "bind %s: %s", cfg->socket_path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	umask(old);
-	if (chown(cfg->socket_path, 0, cfg->socket_gid) != 0 ||
-	    chmod(cfg->socket_path, (mode_t)cfg->socket_mode) != 0) {
-		xasprintf(cause, "cannot set owner/mode of %s: %s", cfg->socket_path,
-		    strerror(errno));
-		close(fd);
-		return -1;
-	}
-	if (listen(fd, 512) != 0) {
-		xasprintf(cause, "listen: %s", strerror(errno));
-		close(fd);
-		return -1;
-	}
-	srv->own_socket = xstrdup(cfg->socket_path);
-	return fd;
 }
 
 /* Remove scratch directories a killed daemon left behind. */
@@ -635,10 +430,11 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	if ((n = platform_listen_fds(&fds, cause)) < 0)
 		goto out;
 	if (n == 0) {
-		int fd = server_bind(&srv, cause);
+		int fd = listen_bind(cfg, cause);
 
 		if (fd < 0)
 			goto out;
+		srv.own_socket = xstrdup(cfg->socket_path);
 		fds = xcalloc(1, sizeof *fds);
 		fds[0] = fd;
 		n = 1;
