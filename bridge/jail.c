@@ -80,7 +80,11 @@ jail_is_system_path(const char *path)
 static const char *const jail_system[] = { "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32",
     "/lib64", "/libx32", NULL };
 
-/* Character devices a tool may need (major, minor). */
+/*
+ * Character devices a tool may need (major, minor): the host's nodes, checked
+ * to be these devices, bound in (no mknod, so no CAP_MKNOD, which systemd's
+ * PrivateDevices= takes away).
+ */
 static const struct {
 	const char	*name;
 	unsigned	 major, minor;
@@ -207,6 +211,31 @@ jail_symlink(const char *root, const char *path)
 	return NULL;
 }
 
+/* Bind the host's device node path (major:minor, checked) at root+path. */
+static const char *
+jail_dev(const char *root, const char *path, unsigned major, unsigned minor)
+{
+	char target[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	if (stat(path, &st) != 0)
+		return "device";
+	if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(major, minor)) {
+		errno = ENODEV;
+		return "device";
+	}
+	if (jail_path(target, sizeof target, root, path) != 0)
+		return "device path";
+	if ((fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666)) < 0)
+		return "device mount point";
+	close(fd);
+	if (mount(path, target, NULL, MS_BIND, NULL) != 0 ||
+	    mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NOEXEC, NULL) != 0)
+		return "bind device";
+	return NULL;
+}
+
 /* The system directories, the devices, /proc and /tmp. */
 static const char *
 jail_base(const struct jail *j)
@@ -231,10 +260,9 @@ jail_base(const struct jail *j)
 	if (jail_path(p, sizeof p, j->root, "/dev") != 0 || mkdir(p, 0755) != 0)
 		return "mkdir /dev";
 	for (i = 0; i < sizeof jail_devs / sizeof jail_devs[0]; i++) {
-		if (jail_path(p, sizeof p, j->root, jail_devs[i].name) != 0 ||
-		    mknod(p, S_IFCHR | 0666, makedev(jail_devs[i].major, jail_devs[i].minor)) != 0 ||
-		    chmod(p, 0666) != 0)
-			return "mknod";
+		if ((what = jail_dev(j->root, jail_devs[i].name, jail_devs[i].major,
+		    jail_devs[i].minor)) != NULL)
+			return what;
 	}
 	for (i = 0; i < sizeof jail_links / sizeof jail_links[0]; i++) {
 		if (jail_path(p, sizeof p, j->root, jail_links[i].path) != 0 ||

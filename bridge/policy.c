@@ -99,9 +99,19 @@ summary_tool(const struct config *c, const char *name, char *buf, size_t *len)
 	}
 }
 
+static char	*policy_summary_sep(const struct config *, const struct session *,
+		    const char *);
+
 /* A readable list of what a session may run, built from its tools' allow rules. */
 char *
 policy_allowed_summary(const struct config *c, const struct session *s)
+{
+	return policy_summary_sep(c, s, "; ");
+}
+
+/* What the session may run, its tools' summaries joined by sep. */
+static char *
+policy_summary_sep(const struct config *c, const struct session *s, const char *sep)
 {
 	char buf[SUMMARY_MAX];
 	size_t len = 0, i;
@@ -109,7 +119,7 @@ policy_allowed_summary(const struct config *c, const struct session *s)
 	buf[0] = '\0';
 	for (i = 0; i < s->ntools; i++) {
 		if (len > 0)
-			summary_add(buf, &len, "; ");
+			summary_add(buf, &len, sep);
 		summary_tool(c, s->tools[i], buf, &len);
 	}
 	if (len == 0)
@@ -153,21 +163,28 @@ policy_quote(const char *tool, char *const *argv, size_t argc)
 	return xstrdup(buf);
 }
 
-/* Fill a denial with the agent-facing paragraph. */
+/*
+ * Fill a denial with the structured refusal line the agent reads (PROTOCOL.md,
+ * "The structured refusal line"): what, why with the rule, and what to do
+ * instead, which holds no "; " (the summaries are joined with " | ").
+ */
 static int
 policy_deny(const struct config *c, const struct session *s, const struct tool *t,
     char *const *argv, size_t argc, const char *rule, const char *why,
     struct policy_result *res)
 {
 	char *quoted = policy_quote(t->name, argv, argc);
-	char *allowed = policy_allowed_summary(c, s);
+	char *allowed = policy_summary_sep(c, s, " | "), *p;
 
+	/* A rule or help text of the config could hold one; the last "; " is ours. */
+	for (p = allowed; (p = strchr(p, ';')) != NULL; p++)
+		*p = ',';
 	res->allowed = 0;
 	res->rule = xstrdup(rule);
 	res->reason = xstrdup(why);
-	xasprintf(&res->message, "refused by the shimbridge policy: `%s` is not allowed "
-	    "for this session (%s; rule %s). This session may run: %s. If this command "
-	    "is really needed, ask the operator to allow it.", quoted, why, rule, allowed);
+	xasprintf(&res->message, "shimbridge: refused: %s: not allowed for this session "
+	    "(%s; rule %s); this session may run: %s. See `shimbridge list`, or ask the "
+	    "operator to allow it", quoted, why, rule, allowed);
 	free(quoted);
 	free(allowed);
 	return 0;

@@ -139,7 +139,7 @@ refused_in() {
 	denied=$(grep -c '"event":"denied"' "$SB_AUDIT" || true)
 	ghin "$d" "$@"
 	if [ "$status" -ne 126 ] || [[ $output != *"$why"* ]] ||
-	    [[ $output != *"refused by the shimbridge policy"* ]]; then
+	    [[ $output != *"shimbridge: refused: gh "* ]]; then
 		echo "gh $*: status $status, expected 126 and a message with: $why" >&2
 		echo "$output" >&2
 		return 1

@@ -374,7 +374,8 @@ sb_start() {
 	local i old
 	# A socket left by a killed daemon is not the new one: wait for a new file.
 	old=$(stat -c '%i %z' "$SB_SOCK" 2>/dev/null) || old=none
-	sb_bg "$SB_BUILD/shimbridged" -c "$SB_CONFIG" "$@" </dev/null >>"$SB_DIR/log/daemon.log" 2>&1
+	# shellcheck disable=SC2086 # SB_DAEMON_PREFIX: words of a wrapper command, e.g. setpriv
+	sb_bg ${SB_DAEMON_PREFIX:-} "$SB_BUILD/shimbridged" -c "$SB_CONFIG" "$@" </dev/null >>"$SB_DIR/log/daemon.log" 2>&1
 	SB_PID=$!
 	export SB_PID
 	for i in $(seq 1 100); do
@@ -386,17 +387,43 @@ sb_start() {
 	return 1
 }
 
-# Stop the daemon; fail if it died (e.g. a sanitizer report) before being asked.
+# The capability bounding set of systemd/shimbridge.service (CapabilityBoundingSet=)
+# as setpriv's --bounding-set argument: -all,+setuid,+setgid,... Leave out the
+# capabilities named in $1 (comma-separated, e.g. sys_admin) for negative controls.
+sb_unit_caps() {
+	local c out=-all
+	for c in $(sed -n 's/^CapabilityBoundingSet=//p' "$SB_ROOT/systemd/shimbridge.service"); do
+		c=${c#CAP_}
+		c=${c,,}
+		[[ ",${1:-}," == *",$c,"* ]] || out+=",+$c"
+	done
+	echo "$out"
+}
+
+# Stop the daemon, whether or not it is a child of this shell (a test may stop the
+# daemon its suite's setup started); fail if it died before being asked, did not stop
+# within 10 s, or left a sanitizer report.
 sb_stop() {
-	[ -n "${SB_PID:-}" ] || return 0
-	if ! kill -0 "$SB_PID" 2>/dev/null; then
+	local pid=${SB_PID:-} i rc=0
+	[ -n "$pid" ] || return 0
+	if ! kill -0 "$pid" 2>/dev/null; then
 		echo "daemon was not running at teardown:" >&2
 		cat "$SB_DIR/log/daemon.log" >&2
 		return 1
 	fi
-	kill -TERM "$SB_PID"
-	local rc=0
-	wait "$SB_PID" || rc=$?
+	kill -TERM "$pid"
+	for i in $(seq 200); do
+		[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = "" ] && break
+		[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && break
+		sleep 0.05
+	done
+	wait "$pid" 2>/dev/null || rc=$?
+	[ "$rc" -eq 127 ] && rc=0	# not our child: its status is not ours to read
+	if kill -0 "$pid" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$pid/stat")" != Z ]; then
+		echo "daemon did not stop within 10 s" >&2
+		kill -KILL "$pid"
+		return 1
+	fi
 	SB_PID=
 	if grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$SB_DIR/log/daemon.log"; then
 		cat "$SB_DIR/log/daemon.log" >&2

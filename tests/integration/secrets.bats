@@ -349,12 +349,11 @@ cmd_n() {
 	# refused at once instead of stalling the bridge for another run.
 	[ $(((t1 - t0) / 1000000)) -lt 1500 ]
 	grep -qF "did not finish within 2 seconds" "$SB_DIR/log/daemon.log"
-	# the command's process group was killed and reaped
-	for _ in $(seq 30); do
-		pgrep -u "$SB_RUNNER" >/dev/null || break
-		sleep 0.1
-	done
-	run ! pgrep -u "$SB_RUNNER"
+	# the command's process group was killed and reaped (jails waiting in the pool
+	# are the runner's too, and belong to no call: docs/JAIL.md)
+	sb_wait_for 3 sb_no_runner || true
+	sb_runner_procs "$SB_RUNNER"
+	sb_no_runner
 }
 
 @test "a hanging command source does not stall other sessions' requests" {

@@ -117,7 +117,13 @@ test_policy_order(void **state)
 	/* Nothing matched: deny by default. */
 	assert_int_equal(policy_check(&c, &s, &t, other, N(other), NULL, &pr), 0);
 	assert_string_equal(pr.rule, "default");
-	assert_non_null(strstr(pr.message, "ask the operator"));
+	/* The structured refusal line: what, why, and after the last "; " what to do. */
+	assert_true(strncmp(pr.message, "shimbridge: refused: ", 21) == 0);
+	assert_null(strchr(pr.message, '\n'));
+	assert_non_null(strstr(strrchr(pr.message, ';'), "; this session may run: gh pr list "
+	    "[ARGS]"));
+	assert_non_null(strstr(strrchr(pr.message, ';'), "See `shimbridge list`, or ask the "
+	    "operator to allow it"));
 	policy_result_free(&pr);
 }
 
