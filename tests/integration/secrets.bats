@@ -452,7 +452,7 @@ audit_since() {
 	psrun sbt-alice ps_deny --forbidden "$S_FILE" "x${S_ASCII}"
 	[ "$PSRC" -eq 126 ]
 	grep -qF "forbidden by the test" "$T/err"
-	grep -qF '`ps_deny --forbidden [REDACTED] x[REDACTED]`' "$T/err"
+	grep -qF 'shimbridge: refused: ps_deny --forbidden [REDACTED] x[REDACTED]: not allowed' "$T/err"
 	check_no_forms "$S_FILE" "$T/err"
 	check_no_forms "$S_ASCII" "$T/err"
 	# and the denied audit line (an ASCII value: see the test above for the others)
