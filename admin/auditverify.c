@@ -130,14 +130,9 @@ auditverify_open(const char *path, pid_t *pid)
 		return fopen(path, "re");
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return NULL;
-	memset(&r, 0, sizeof r);
-	r.path = "/bin/gzip";
-	r.argv = argv;
-	r.envp = envp;
+	proc_req_init(&r, "/bin/gzip", argv, envp);
 	r.fd[0] = fd;
 	r.fd[1] = PROC_PIPE;
-	r.fd[2] = PROC_NULL;
-	r.extra_fd = -1;
 	if (proc_spawn(&r, &p, &cause) != 0) {
 		free(cause);
 		close(fd);

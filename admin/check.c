@@ -102,14 +102,9 @@ check_version(const char *path, uid_t uid, gid_t gid)
 	int status;
 
 	/* Its own session (killed as a group at the deadline), as the runner, in /. */
-	memset(&r, 0, sizeof r);
-	r.path = path;
-	r.argv = argv;
-	r.envp = envp;
-	r.fd[0] = PROC_NULL;
+	proc_req_init(&r, path, argv, envp);
 	r.fd[1] = PROC_PIPE;
 	r.fd[2] = PROC_STDOUT;
-	r.extra_fd = -1;
 	r.flags = PROC_SETSID | PROC_DROP;
 	r.uid = uid;
 	r.gid = gid;

@@ -800,14 +800,8 @@ gh_version_warning(const char *path)
 	ssize_t n;
 	size_t off = 0;
 
-	memset(&r, 0, sizeof r);
-	r.path = path;
-	r.argv = argv;
-	r.envp = envp;
-	r.fd[0] = PROC_NULL;
+	proc_req_init(&r, path, argv, envp);
 	r.fd[1] = PROC_PIPE;
-	r.fd[2] = PROC_NULL;
-	r.extra_fd = -1;
 	buf[0] = '\0';
 	if (proc_spawn(&r, &p, &cause) == 0) {
 		while (off < sizeof buf - 1 &&

@@ -646,10 +646,7 @@ spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 	 * the daemon's size. The child calls setsid() before exec, so once exec is
 	 * reported killpg works.
 	 */
-	memset(&pr, 0, sizeof pr);
-	pr.path = r->path;
-	pr.argv = r->argv;
-	pr.envp = r->envp;
+	proc_req_init(&pr, r->path, r->argv, r->envp);
 	pr.fd[0] = pr.fd[1] = pr.fd[2] = PROC_PIPE;
 	pr.extra_fd = r->extra_fd > 2 ? r->extra_fd : -1;
 	pr.extra_to = 3;

@@ -226,6 +226,20 @@ proc_clone_cgroup(const struct proc_req *r, struct proc_child *pc)
 #endif
 }
 
+/* A request with nothing but the program (proc.h). */
+void
+proc_req_init(struct proc_req *r, const char *path, char *const *argv, char *const *envp)
+{
+	memset(r, 0, sizeof *r);
+	r->path = path;
+	r->argv = argv;
+	r->envp = envp;
+	r->fd[0] = r->fd[1] = r->fd[2] = PROC_NULL;
+	r->extra_fd = -1;
+	r->cwd_fd = -1;
+	r->cgroup_fd = -1;
+}
+
 /* Fork (or vfork, or clone3 into a cgroup) and wait until the child has exec'd. */
 int
 proc_spawn(const struct proc_req *r, struct proc *p, char **cause)

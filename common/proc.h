@@ -68,6 +68,12 @@ struct proc {
 };
 
 /*
+ * A request for path with argv and envp and nothing else: fds 0-2 on /dev/null,
+ * no extra fd, no flags, cwd, setup or cgroup. The caller fills in the rest.
+ */
+void	proc_req_init(struct proc_req *, const char *path, char *const *argv,
+	    char *const *envp);
+/*
  * Start a child. Returns 0 once it has exec'd (the parent's ends are
  * close-on-exec), or -1 with *cause when anything failed: then no fd is left
  * open and the child, if there was one, is reaped.

@@ -161,7 +161,7 @@ gitrun_start(const struct gitctx *ctx, int runflags, const char *const *args, in
 
 	gp->pid = -1;
 	gp->out = gp->err = -1;
-	memset(&r, 0, sizeof r);
+	proc_req_init(&r, NULL, NULL, NULL);	/* the program below, once the fds are checked */
 	for (i = 0; i < 3; i++) {
 		if (want[i] == GITRUN_NULL)
 			r.fd[i] = PROC_NULL;
@@ -175,7 +175,6 @@ gitrun_start(const struct gitctx *ctx, int runflags, const char *const *args, in
 		}
 	}
 	/* Only receive-pack, for its hook, gets the bridge's refusal pipe. */
-	r.extra_fd = -1;
 	if ((runflags & GITRUN_REFUSAL) && ctx->refusal_fd != -1) {
 		r.extra_fd = ctx->refusal_fd;
 		r.extra_to = GITC_REFUSAL_FD;

@@ -61,16 +61,12 @@ sh_req(char **argv, const char *script)
 {
 	struct proc_req r;
 
-	memset(&r, 0, sizeof r);
 	argv[0] = "sh";
 	argv[1] = "-c";
 	argv[2] = (char *)script;
 	argv[3] = NULL;
-	r.path = "/bin/sh";
-	r.argv = argv;
-	r.envp = noenv;
+	proc_req_init(&r, "/bin/sh", argv, noenv);
 	r.fd[0] = r.fd[1] = r.fd[2] = PROC_PIPE;
-	r.extra_fd = -1;
 	return r;
 }
 
