@@ -563,12 +563,27 @@ spawn_nonblock(int fd)
 	return fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/*
+ * A descriptor of the mount namespace of init pid (our child, not yet reaped, so
+ * the pid cannot name anything else), or -1: the call then merely waits for the
+ * namespace's teardown, as before.
+ */
+static int
+spawn_jail_mntns(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof path, "/proc/%ld/ns/mnt", (long)pid);
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
 /* Run a request in a jail: a pre-built one if the spec brings it, else a fresh one. */
 static int
 spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 {
 	struct spawn_jail fresh = { -1, -1 }, *sj = r->jail->warm;
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, i, rc = -1;
+	int mntns = -1;
 	char *wcause = NULL;
 
 	if (r->cwd_fd >= 0) {
@@ -582,6 +597,7 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 		goto out;
 	}
 	if (sj != NULL && sj->pid > 0) {
+		mntns = spawn_jail_mntns(sj->pid);
 		rc = spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &wcause);
 		if (rc == -2) {
 			xasprintf(cause, "cannot start the tool (%s)", wcause);
@@ -591,8 +607,12 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 	}
 	if (rc != 0) {
 		sj = &fresh;
-		if (spawn_jail_start(r->jail, r->uid, r->gid, r->cgroup_fd, sj, &wcause) != 0 ||
-		    spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &wcause) != 0) {
+		if (mntns >= 0)
+			close(mntns);
+		mntns = -1;
+		if (spawn_jail_start(r->jail, r->uid, r->gid, r->cgroup_fd, sj, &wcause) == 0)
+			mntns = spawn_jail_mntns(sj->pid);
+		if (sj->pid < 0 || spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &wcause) != 0) {
 			xasprintf(cause, "cannot start the tool (%s)", wcause);
 			rc = -1;
 			goto out;
@@ -601,6 +621,8 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 	}
 	c->pid = sj->pid;
 	c->jailed = 1;
+	c->mntns = mntns;
+	mntns = -1;	/* transferred */
 	sj->pid = -1;
 	c->in = pin[1];
 	c->out = pout[0];
@@ -615,6 +637,8 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 out:
 	if (r->jail->warm != NULL)
 		spawn_jail_discard(r->jail->warm);
+	if (mntns >= 0)
+		close(mntns);
 	free(wcause);
 	for (i = 0; i < 2; i++) {
 		if (pin[i] >= 0)
@@ -638,7 +662,7 @@ spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 
 	memset(c, 0, sizeof *c);
 	c->pid = -1;
-	c->in = c->out = c->err = -1;
+	c->in = c->out = c->err = c->mntns = -1;
 	if (r->jail != NULL)
 		return spawn_child_jailed(r, c, cause);
 	/*
