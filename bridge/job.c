@@ -32,6 +32,7 @@ struct job {
 	pid_t			 pid;		/* also the process group */
 	int			 status;
 	int			 jailed;	/* pid is a jail's init (spawn_wait_status) */
+	int			 mntns;		/* the jail's mount namespace, or -1 (spawn.h) */
 	time_t			 reaped_at;
 	int			 term_sent;
 	int			 fd_in, fd_out, fd_err;
@@ -293,6 +294,8 @@ job_new(struct event_base *base, struct child *ch, const struct job_cb *cb, void
 	j->state = JOB_RUNNING;
 	j->pid = ch->pid;
 	j->jailed = ch->jailed;
+	j->mntns = ch->mntns;
+	ch->mntns = -1;				/* transferred */
 	j->fd_in = ch->in;
 	j->fd_out = ch->out;
 	j->fd_err = ch->err;
@@ -352,6 +355,9 @@ job_free(struct job *j)
 		close(j->fd_out);
 	if (j->fd_err >= 0)
 		close(j->fd_err);
+	/* The jail's mounts go now, after the call was answered (spawn.h). */
+	if (j->mntns >= 0)
+		close(j->mntns);
 	evbuffer_free(j->inbuf);
 	if (j->busy == 0)
 		free(j);

@@ -13,6 +13,13 @@
 /* sodium_malloc() aligns only as well as the size is rounded: keep every size a multiple. */
 #define REDACT_ALIGN	64
 
+/*
+ * Freed streams an automaton keeps (wiped) for its next ones: a stream is secure
+ * memory (guard pages, mlock), and making and unmaking that costs a dozen system
+ * calls and page-table changes per stream, two streams per request.
+ */
+#define REDACT_SPARES	4
+
 /* Size of the bigram filter: one byte per pair of input bytes. */
 #define REDACT_BIGRAMS	65536
 
@@ -74,6 +81,9 @@ static const char hex_upper[] = "0123456789ABCDEF";
 struct redact_ac {
 	atomic_size_t	 refs;		/* streams using this automaton */
 	size_t		 size;		/* bytes of this allocation */
+	atomic_flag	 spare_lock;	/* guards spare and nspare */
+	size_t		 nspare;
+	struct redact	*spare[REDACT_SPARES];	/* freed streams, wiped, for reuse */
 	size_t		 maxlen;	/* longest pattern */
 	size_t		 npatterns;	/* distinct patterns */
 	size_t		 nstates;
@@ -847,6 +857,50 @@ redact_mapcap(const struct redact_ac *ac)
 	return n;
 }
 
+/* Lock an automaton's spare streams (held for a few instructions only). */
+static void
+redact_spare_lock(struct redact_ac *ac)
+{
+	while (atomic_flag_test_and_set_explicit(&ac->spare_lock, memory_order_acquire))
+		;
+}
+
+/* Unlock them. */
+static void
+redact_spare_unlock(struct redact_ac *ac)
+{
+	atomic_flag_clear_explicit(&ac->spare_lock, memory_order_release);
+}
+
+/* A freed stream of ac (all zero: it was wiped when freed), or NULL. */
+static struct redact *
+redact_spare_take(struct redact_ac *ac)
+{
+	struct redact *r = NULL;
+
+	redact_spare_lock(ac);
+	if (ac->nspare > 0)
+		r = ac->spare[--ac->nspare];
+	redact_spare_unlock(ac);
+	return r;
+}
+
+/* Wipe a stream of ac and keep it for the next one; 0, or -1 if there are enough. */
+static int
+redact_spare_put(struct redact_ac *ac, struct redact *r)
+{
+	int rc = -1;
+
+	redact_spare_lock(ac);
+	if (ac->nspare < REDACT_SPARES) {
+		sodium_memzero(r, r->size);
+		ac->spare[ac->nspare++] = r;
+		rc = 0;
+	}
+	redact_spare_unlock(ac);
+	return rc;
+}
+
 /* Allocate a stream on ac (taking a reference) with room for what it may hold. */
 static struct redact *
 redact_stream_alloc(struct redact_ac *ac)
@@ -868,7 +922,7 @@ redact_stream_alloc(struct redact_ac *ac)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if ((r = redact_secure_alloc(size)) == NULL)
+	if ((r = redact_spare_take(ac)) == NULL && (r = redact_secure_alloc(size)) == NULL)
 		return NULL;
 	r->size = size;
 	r->ac = ac;
@@ -982,6 +1036,8 @@ redact_new(const struct redact_secret *secrets, size_t n)
 	ac->nstates = b.nnodes;
 	ac->size = size;
 	atomic_init(&ac->refs, 0);
+	atomic_flag_clear(&ac->spare_lock);
+	ac->nspare = 0;
 	ac->bigram = (uint8_t *)ac + redact_round(sizeof *ac);
 	ac->table = (uint32_t *)(void *)(ac->bigram + REDACT_BIGRAMS);
 	redact_build_table(&b, ac);
@@ -1017,18 +1073,28 @@ redact_new_stream(const struct redact *r)
 	return redact_stream_alloc(r->ac);
 }
 
-/* Free a stream, and the automaton with its last stream. */
+/*
+ * Free a stream, and the automaton with its last stream. A stream is wiped and,
+ * while its automaton lives, kept for the next one (redact_spare_put) before its
+ * reference goes, so the last one frees every spare with the automaton.
+ */
 void
 redact_free(struct redact *r)
 {
 	struct redact_ac *ac;
+	size_t size;
 
 	if (r == NULL)
 		return;
 	ac = r->ac;
-	redact_secure_free(r, r->size);
-	if (atomic_fetch_sub(&ac->refs, 1) == 1)
+	size = r->size;
+	if (redact_spare_put(ac, r) != 0)
+		redact_secure_free(r, size);
+	if (atomic_fetch_sub(&ac->refs, 1) == 1) {
+		while ((r = redact_spare_take(ac)) != NULL)
+			redact_secure_free(r, size);
 		redact_secure_free(ac, ac->size);
+	}
 }
 
 /* Write stream bytes [a, b), which are in the hold buffer, the input, or both. */

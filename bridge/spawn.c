@@ -488,6 +488,34 @@ spawn_jail_discard(struct spawn_jail *sj)
 }
 
 /*
+ * The RUN message's buffer: secure memory (it holds the tool's environment, its
+ * secrets), made once and grown when a message needs more, wiped after every
+ * use. Making and unmaking secure memory per call cost a dozen system calls and
+ * page-table changes on the call's path. The daemon is single-threaded.
+ */
+static unsigned char	*spawn_run_buf;
+static size_t		 spawn_run_cap;
+
+/* The RUN buffer with room for len bytes, or NULL. */
+static unsigned char *
+spawn_run_body(size_t len)
+{
+	size_t cap;
+
+	if (len <= spawn_run_cap)
+		return spawn_run_buf;
+	if (spawn_run_buf != NULL)
+		sodium_free(spawn_run_buf);
+	cap = (len + 4095) & ~(size_t)4095;
+	if ((spawn_run_buf = sodium_malloc(cap)) == NULL) {
+		spawn_run_cap = 0;
+		return NULL;
+	}
+	spawn_run_cap = cap;
+	return spawn_run_buf;
+}
+
+/*
  * Hand a started init the tool to run and the child's ends of its pipes; wait
  * for READY and EXEC. The init is consumed: on success its pid stays in sj->pid,
  * on failure it is killed and reaped. -1: it failed before READY (the jail was
@@ -507,8 +535,8 @@ spawn_jail_run(struct spawn_jail *sj, const struct spawn_req *r, int pin, int po
 		xasprintf(cause, "jail: the command is too large");
 		goto out;
 	}
-	/* The environment may hold secrets: guarded memory, wiped when freed. */
-	if ((body = sodium_malloc(len)) == NULL) {
+	/* The environment may hold secrets: guarded memory, wiped after use. */
+	if ((body = spawn_run_body(len)) == NULL) {
 		xasprintf(cause, "jail: out of memory");
 		goto out;
 	}
@@ -526,7 +554,7 @@ spawn_jail_run(struct spawn_jail *sj, const struct spawn_req *r, int pin, int po
 	rc = 0;
 out:
 	if (body != NULL)
-		sodium_free(body);
+		sodium_memzero(body, len);
 	close(sj->ctl);
 	sj->ctl = -1;
 	if (rc != 0) {
@@ -563,12 +591,27 @@ spawn_nonblock(int fd)
 	return fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
+/*
+ * A descriptor of the mount namespace of init pid (our child, not yet reaped, so
+ * the pid cannot name anything else), or -1: the call then merely waits for the
+ * namespace's teardown, as before.
+ */
+static int
+spawn_jail_mntns(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof path, "/proc/%ld/ns/mnt", (long)pid);
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
 /* Run a request in a jail: a pre-built one if the spec brings it, else a fresh one. */
 static int
 spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 {
 	struct spawn_jail fresh = { -1, -1 }, *sj = r->jail->warm;
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, i, rc = -1;
+	int mntns = -1;
 	char *wcause = NULL;
 
 	if (r->cwd_fd >= 0) {
@@ -582,6 +625,7 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 		goto out;
 	}
 	if (sj != NULL && sj->pid > 0) {
+		mntns = spawn_jail_mntns(sj->pid);
 		rc = spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &wcause);
 		if (rc == -2) {
 			xasprintf(cause, "cannot start the tool (%s)", wcause);
@@ -591,8 +635,12 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 	}
 	if (rc != 0) {
 		sj = &fresh;
-		if (spawn_jail_start(r->jail, r->uid, r->gid, r->cgroup_fd, sj, &wcause) != 0 ||
-		    spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &wcause) != 0) {
+		if (mntns >= 0)
+			close(mntns);
+		mntns = -1;
+		if (spawn_jail_start(r->jail, r->uid, r->gid, r->cgroup_fd, sj, &wcause) == 0)
+			mntns = spawn_jail_mntns(sj->pid);
+		if (sj->pid < 0 || spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &wcause) != 0) {
 			xasprintf(cause, "cannot start the tool (%s)", wcause);
 			rc = -1;
 			goto out;
@@ -601,6 +649,8 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 	}
 	c->pid = sj->pid;
 	c->jailed = 1;
+	c->mntns = mntns;
+	mntns = -1;	/* transferred */
 	sj->pid = -1;
 	c->in = pin[1];
 	c->out = pout[0];
@@ -615,6 +665,8 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 out:
 	if (r->jail->warm != NULL)
 		spawn_jail_discard(r->jail->warm);
+	if (mntns >= 0)
+		close(mntns);
 	free(wcause);
 	for (i = 0; i < 2; i++) {
 		if (pin[i] >= 0)
@@ -638,7 +690,7 @@ spawn_child(const struct spawn_req *r, struct child *c, char **cause)
 
 	memset(c, 0, sizeof *c);
 	c->pid = -1;
-	c->in = c->out = c->err = -1;
+	c->in = c->out = c->err = c->mntns = -1;
 	if (r->jail != NULL)
 		return spawn_child_jailed(r, c, cause);
 	/*

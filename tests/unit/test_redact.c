@@ -369,6 +369,47 @@ test_adjacent_one_mask(void **state)
 	redact_free(r);
 }
 
+/* A freed stream is wiped and reused by the next one, which starts from nothing. */
+static void
+test_stream_reuse(void **state)
+{
+	static const char *const secrets[] = { "abcdefghij" };
+	struct redact *r = new_str(secrets, 1), *s, *t;
+	struct buf b = { 0 };
+	int i;
+
+	(void)state;
+	for (i = 0; i < 8; i++) {
+		s = redact_new_stream(r);
+		assert_non_null(s);
+		/* Leave a held prefix of the secret in the stream, then free it. */
+		assert_int_equal(redact_feed(s, "xxabcdefg", 9, buf_sink, &b), 0);
+		assert_true(redact_held(s) > 0);
+		redact_free(s);
+		t = redact_new_stream(r);
+		assert_non_null(t);
+		assert_int_equal(redact_held(t), 0);
+		b.len = 0;
+		assert_int_equal(redact_feed(t, "hij", 3, buf_sink, &b), 0);
+		assert_int_equal(redact_flush(t, buf_sink, &b), 0);
+		buf_check(&b, LIT("hij"));
+		b.len = 0;
+		assert_int_equal(redact_feed(t, "<abcdefghij>", 12, buf_sink, &b), 0);
+		assert_int_equal(redact_flush(t, buf_sink, &b), 0);
+		buf_check(&b, LIT("<" MASK ">"));
+		b.len = 0;
+		redact_free(t);
+	}
+	/* Streams outliving the first object keep the automaton (and its spares) alive. */
+	s = redact_new_stream(r);
+	redact_free(r);
+	assert_int_equal(redact_feed(s, "abcdefghij", 10, buf_sink, &b), 0);
+	assert_int_equal(redact_flush(s, buf_sink, &b), 0);
+	buf_check(&b, LIT(MASK));
+	free(b.p);
+	redact_free(s);
+}
+
 /* Minimal hold: only a possible start of a match is held; flush releases exactly that. */
 static void
 test_hold_minimal(void **state)
@@ -1103,6 +1144,7 @@ main(void)
 		cmocka_unit_test(test_escapes_between),
 		cmocka_unit_test(test_wrapped_base64),
 		cmocka_unit_test(test_partly_url_encoded),
+		cmocka_unit_test(test_stream_reuse),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

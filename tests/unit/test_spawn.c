@@ -323,6 +323,8 @@ jt_run(const char *path, char **argv, const struct jail *j, char *out, size_t si
 	assert_int_equal(waitpid(ch.pid, &status, 0), ch.pid);
 	close(ch.out);
 	close(ch.err);
+	if (ch.mntns >= 0)
+		close(ch.mntns);
 	return spawn_wait_status(ch.jailed, status);
 }
 
@@ -430,6 +432,8 @@ test_jail_signals(void **state)
 	close(ch.in);
 	close(ch.out);
 	close(ch.err);
+	if (ch.mntns >= 0)
+		close(ch.mntns);
 	assert_true(jail_is_system_path("/usr/bin/gh"));
 	assert_true(jail_is_system_path("/bin/sh"));
 	assert_false(jail_is_system_path("/usr/../tmp/x"));
@@ -667,11 +671,14 @@ test_jail_init_is_exec(void **state)
 			assert_non_null(strstr(st, "\nUid:\t1\t1\t1\t1\n"));
 		}
 		close(fd);
+		/* The call holds the jail's mount namespace until it is answered. */
+		assert_true(ch.mntns > 2);
 		assert_int_equal(kill(ch.pid, SIGKILL), 0);
 		assert_int_equal(waitpid(ch.pid, &status, 0), ch.pid);
 		close(ch.in);
 		close(ch.out);
 		close(ch.err);
+		close(ch.mntns);
 	}
 	/* A pre-built jail that died is replaced by a fresh one for the request. */
 	assert_int_equal(spawn_jail_start(&j, 1, 1, 0, &warm, &cause), 0);
@@ -682,6 +689,8 @@ test_jail_init_is_exec(void **state)
 	assert_int_equal(warm.ctl, -1);
 	assert_int_equal(kill(ch.pid, SIGKILL), 0);
 	assert_int_equal(waitpid(ch.pid, &status, 0), ch.pid);
+	if (ch.mntns >= 0)
+		close(ch.mntns);
 	close(ch.in);
 	close(ch.out);
 	close(ch.err);
