@@ -109,7 +109,7 @@ op_git_state_free(void *arg)
  * (op_git_chan_cb) and once it is gone (op_git_done).
  */
 static int
-op_git_refusal_pipe(struct op_git_state *st, struct profile_git_req *g, int *wfd, char **cause)
+op_git_refusal_channel(struct op_git_state *st, struct profile_git_req *g, int *wfd, char **cause)
 {
 	char num[16];
 	int p[2];
@@ -631,7 +631,7 @@ op_git(struct conn *c, json_t *req)
 	if (st->refs_path != NULL)
 		envbuild_set(g.env, GITC_ENV_UPSTREAM_REFS, st->refs_path,
 		    strlen(st->refs_path), 0);
-	if (op_git_refusal_pipe(st, &g, &wfd, &cause) != 0) {
+	if (op_git_refusal_channel(st, &g, &wfd, &cause) != 0) {
 		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare git (no pipe); "
 		    "nothing was sent. Tell the operator.");
 		goto out;

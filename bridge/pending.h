@@ -3,8 +3,10 @@
  * (bridge/policy.h), the operator's and the approver command's decisions, and what
  * a reload does to waiting requests. The table itself is bridge/approve.c.
  *
- * A waiting request's conn is in CONN_PENDING (conn_pending). The agent sees one
- * line on stderr, "shimbridge: waiting for the operator to approve request N: CMD".
+ * A waiting request's conn is in CONN_PENDING (conn_pending), or stays in
+ * CONN_RUNNING when its child asks (a git push's pre-receive hook, op-git.c), with
+ * the call's time limit held. The agent sees one line on stderr, "shimbridge:
+ * waiting for the operator to approve request N: CMD".
  * Decisions: the operator (ops approve/deny, root), the approver command
  * (config "approval"), the timeout (deny), a "--for" approval of an identical call
  * (approve at once), the agent giving up (Ctrl-C, closing), a reload that no longer
