@@ -150,7 +150,17 @@ EOF
 teardown_file() {
 	local rc=0 f
 	SB_PID=$(cat "$SB_DIR/daemon.pid" 2>/dev/null)
-	sb_stop || rc=$?
+	if [ -e "$SB_DIR/daemon.restarted" ]; then
+		# A test restarted it, so it is not our child: stop it by signal, check the same.
+		kill -TERM "$SB_PID" 2>/dev/null || { echo "daemon was not running at teardown" >&2; rc=1; }
+		sb_wait_for 20 eval "! kill -0 $SB_PID 2>/dev/null" || rc=1
+		if grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$SB_DIR/log/daemon.log"; then
+			cat "$SB_DIR/log/daemon.log" >&2
+			rc=1
+		fi
+	else
+		sb_stop || rc=$?
+	fi
 	for f in "$GB_UP/pid" "$GB_UP/zero/pid" "$GB_SPY/pid"; do
 		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
 	done
@@ -1260,4 +1270,23 @@ gb_stable() {
 	sb_audit_grep "r['event'] == 'approval' and r['decided_by'] == 'approver' and r['decision'] == 'deny'"
 	sb_wait_for 5 eval "! pgrep -u sbt-approver >/dev/null"
 	userdel sbt-approver 2>/dev/null || true
+}
+
+# Last: it restarts the daemon.
+@test "ask: the daemon stopping refuses a waiting push; nothing reaches upstream" {
+	gb_askbranch alice c release/stop
+	gb_bgpush p10 alice c push origin release/stop
+	id=$(gb_pending_id "release/stop")
+	kill -TERM "$SB_PID"
+	sb_wait_for 20 eval "! kill -0 $SB_PID 2>/dev/null"
+	gb_bgwait p10
+	[ "$status" -ne 0 ]
+	[ "$(gb_upref refs/heads/release/stop)" = none ]
+	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r['decision'] == 'deny' and r['decided_by'] == 'cancelled'"
+	! grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$SB_DIR/log/daemon.log" || false
+	sb_start 3>&-
+	sb_keep "$SB_PID"
+	echo "$SB_PID" >"$SB_DIR/daemon.pid"
+	touch "$SB_DIR/daemon.restarted"
+	gb_canary
 }
