@@ -262,6 +262,8 @@ approval_explain_print(json_t *o)
 	}
 	if (*approval_str(o, "upstream") != '\0')
 		approval_line("upstream:", approval_str(o, "upstream"));
+	if (json_is_array(v = json_object_get(o, "ask_branches")))
+		approval_names("asks for:", v);
 	if (json_is_array(v = json_object_get(o, "env")))
 		approval_names("env:", v);
 	if (json_is_array(v = json_object_get(o, "secrets"))) {

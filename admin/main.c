@@ -73,7 +73,7 @@ usage(FILE *f)
 	    "  explain --session S [--cwd DIR] [--remote-url URL] [--branch B] [--json]\n"
 	    "          -- TOOL [ARG...]   what the policy would do with that call: verdict,\n"
 	    "                             rule, environment names, secrets by name, jail.\n"
-	    "                             Nothing runs. TOOL git: git push|fetch URL\n"
+	    "                             Nothing runs. TOOL git: git push|fetch URL [BRANCH]\n"
 	    "\n"
 	    "Options (before or after the command):\n"
 	    "  -c, --config PATH  main config file (default " ADM_CONFIG ")\n"

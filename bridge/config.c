@@ -731,8 +731,9 @@ parse_git_list(struct loader *l, json_t *obj, const char *key, int (*ok)(const c
 		if ((*v)[i][0] == '\0' || strchr((*v)[i], ',') != NULL ||
 		    (ok != NULL && !ok((*v)[i])))
 			return lerr(l, "git", "%s: \"%s\" is not a valid %s", key, (*v)[i],
-			    ok == config_git_tag_ok ? "tag name or pattern" : ok != NULL ?
-			    "branch name (without refs/heads/)" : "path");
+			    strcmp(key, "ask_branches") == 0 ? "branch name or pattern (without "
+			    "refs/heads/)" : ok == config_git_tag_ok ? "tag name or pattern" :
+			    ok != NULL ? "branch name (without refs/heads/)" : "path");
 	}
 	return 0;
 }
@@ -743,11 +744,11 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 {
 	static const char *const keys[] = { "path", "helper", "hosts", "protected_branches",
 	    "ff_only_branches", "no_push_branches", "protected_tags", "deny_paths", "timeout",
-	    NULL };
+	    "ask_branches", "ask_timeout", NULL };
 	static const char *const hkeys[] = { "upstream", "secret", "username", "ca_file", NULL };
 	json_t *hosts, *h;
 	const char *k, *ffkey = "ff_only_branches";
-	long long v = c->git_timeout;
+	long long v = c->git_timeout, ask = c->git_ask_timeout;
 
 	if (obj == NULL)
 		return 0;
@@ -756,9 +757,11 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 	if (check_keys(l, obj, "git", keys) != 0 ||
 	    get_exec_path(l, obj, "git", "path", &c->git_path) != 0 ||
 	    get_exec_path(l, obj, "git", "helper", &c->git_helper) != 0 ||
-	    get_int(l, obj, "git", "timeout", 1, 86400, &v) != 0)
+	    get_int(l, obj, "git", "timeout", 1, 86400, &v) != 0 ||
+	    get_int(l, obj, "git", "ask_timeout", 1, 86400, &ask) != 0)
 		return -1;
 	c->git_timeout = (int)v;
+	c->git_ask_timeout = (int)ask;
 	/* protected_branches is the old name of ff_only_branches. */
 	if (json_object_get(obj, "protected_branches") != NULL) {
 		if (json_object_get(obj, ffkey) != NULL)
@@ -775,7 +778,9 @@ parse_git(struct loader *l, json_t *obj, struct config *c)
 	    &c->no_push_branches, &c->nno_push_branches) != 0 ||
 	    parse_git_list(l, obj, "protected_tags", config_git_tag_ok, &c->protected_tags,
 	    &c->nprotected_tags) != 0 ||
-	    parse_git_list(l, obj, "deny_paths", NULL, &c->deny_paths, &c->ndeny_paths) != 0)
+	    parse_git_list(l, obj, "deny_paths", NULL, &c->deny_paths, &c->ndeny_paths) != 0 ||
+	    parse_git_list(l, obj, "ask_branches", config_git_tag_ok, &c->ask_branches,
+	    &c->nask_branches) != 0)
 		return -1;
 	hosts = json_object_get(obj, "hosts");
 	if (hosts == NULL)
@@ -1466,6 +1471,7 @@ config_unref(struct config *c)
 	free_strv(c->no_push_branches, c->nno_push_branches);
 	free_strv(c->protected_tags, c->nprotected_tags);
 	free_strv(c->deny_paths, c->ndeny_paths);
+	free_strv(c->ask_branches, c->nask_branches);
 	if (c->approval.command != NULL) {
 		size_t n;
 

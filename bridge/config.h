@@ -159,6 +159,9 @@ struct config {
 	size_t		  nprotected_tags;
 	char		**deny_paths;
 	size_t		  ndeny_paths;
+	char		**ask_branches;	/* git.ask_branches: a push to one waits for approval */
+	size_t		  nask_branches;
+	int		  git_ask_timeout;	/* git.ask_timeout; 0: approval.timeout */
 	struct approval	  approval;
 	int		  git_timeout;
 	char		 *store_path;	/* encrypted secret store */

@@ -344,6 +344,35 @@ conn_send_json(struct conn *c, uint8_t type, json_t *obj)
 	free(s);
 }
 
+/* Seconds on the monotonic clock. */
+static time_t
+conn_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+/*
+ * A running request's wait for a decision ends without one (the peer or the
+ * child went away): abandon runs (it audits), and nothing waits any more.
+ */
+static void
+conn_pending_drop(struct conn *c)
+{
+	void (*abandon)(void *) = c->pending_abandon;
+	void *arg = c->pending_arg;
+
+	if (abandon == NULL)
+		return;
+	c->pending_expired = NULL;
+	c->pending_cancel = NULL;
+	c->pending_abandon = NULL;
+	c->pending_arg = NULL;
+	abandon(arg);
+}
+
 /* Arm the connection's single timer. */
 static void
 conn_timer(struct conn *c, int seconds)
@@ -666,6 +695,7 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 		close(r.cgroup_fd);
 	c->job = job_new(c->srv->base, &ch, &conn_job_cb, c);
 	conn_set_state(c, CONN_RUNNING);
+	c->run_until = conn_now() + timeout;
 	conn_timer(c, timeout);
 	return 0;
 }
@@ -725,15 +755,23 @@ conn_files_finish(struct conn *c)
 	conn_flush_early(c);
 }
 
-/* Wait for a decision in CONN_PENDING (see conn.h). */
+/* Wait for a decision in CONN_PENDING, or held in CONN_RUNNING (see conn.h). */
 void
 conn_pending(struct conn *c, int timeout, void (*expired)(struct conn *, void *),
     void (*cancel)(struct conn *, void *), void (*abandon)(void *), void *arg)
 {
+	if (c->pending_expired != NULL)
+		fatalx("conn %llu: already pending", (unsigned long long)c->id);
 	c->pending_expired = expired;
 	c->pending_cancel = cancel;
 	c->pending_abandon = abandon;
 	c->pending_arg = arg;
+	if (c->state == CONN_RUNNING) {
+		/* The child waits for the operator: its time limit waits with it. */
+		c->held_since = conn_now();
+		conn_timer(c, timeout);
+		return;
+	}
 	if (c->early_in == NULL && (c->early_in = evbuffer_new()) == NULL)
 		fatalx("evbuffer_new");
 	conn_set_state(c, CONN_PENDING);
@@ -744,13 +782,22 @@ conn_pending(struct conn *c, int timeout, void (*expired)(struct conn *, void *)
 void
 conn_pending_resume(struct conn *c, void (*go)(struct conn *, void *), void *arg)
 {
-	if (c->state != CONN_PENDING)
+	time_t now = conn_now(), left;
+
+	if (c->pending_expired == NULL || (c->state != CONN_PENDING &&
+	    c->state != CONN_RUNNING))
 		fatalx("conn %llu: resumed while not pending", (unsigned long long)c->id);
 	evtimer_del(c->timer);
 	c->pending_expired = NULL;
 	c->pending_cancel = NULL;
 	c->pending_abandon = NULL;
 	c->pending_arg = NULL;
+	if (c->state == CONN_RUNNING) {
+		/* The wall clock again, with the time spent waiting added. */
+		c->run_until += now - c->held_since;
+		left = c->run_until - now;
+		conn_timer(c, left > 0 ? (int)left : 1);
+	}
 	go(c, arg);	/* arg transferred */
 	if (c->state == CONN_FILES)
 		return;	/* held input stays held until the files arrived */
@@ -948,6 +995,12 @@ conn_on_running_frame(struct conn *c, uint8_t type, struct evbuffer *in, uint32_
 	case FRAME_SIGNAL:
 		if ((sig = conn_frame_signal(in, len)) < 0)
 			return -1;
+		if (c->pending_cancel != NULL && (sig == SIGINT || sig == SIGTERM ||
+		    sig == SIGHUP)) {
+			/* The agent gave up waiting: refused, and the child says so. */
+			c->pending_cancel(c, c->pending_arg);
+			return 0;
+		}
 		job_kill(c->job, sig);
 		return 0;
 	case FRAME_WINSIZE:
@@ -1045,6 +1098,8 @@ conn_peer_closed(struct conn *c)
 {
 	if (c->peer_gone)
 		return;
+	if (c->state == CONN_RUNNING)
+		conn_pending_drop(c);
 	if (c->state == CONN_RUNNING && job_state(c->job) == JOB_RUNNING) {
 		json_t *a = conn_audit_base(c, "peer-gone");
 
@@ -1084,6 +1139,10 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 		conn_protocol_error(c, "the file arguments did not arrive in time");
 		break;
 	case CONN_RUNNING:
+		if (c->pending_expired != NULL) {
+			c->pending_expired(c, c->pending_arg);
+			break;
+		}
 		if (job_state(c->job) != JOB_RUNNING)
 			break;
 		if (c->killed == KILL_NONE)
@@ -1119,6 +1178,7 @@ conn_check_done(struct conn *c)
 
 	if (c->state != CONN_RUNNING || job_state(c->job) != JOB_CLOSED)
 		return;
+	conn_pending_drop(c);	/* the child ended while it waited for a decision */
 	status = job_status(c->job);
 	if (c->opdef != NULL && c->opdef->done != NULL)
 		c->opdef->done(c);

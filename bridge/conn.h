@@ -104,6 +104,8 @@ struct conn {
 	void			(*pending_cancel)(struct conn *, void *);
 	void			(*pending_abandon)(void *);
 	void			*pending_arg;
+	time_t			 run_until;	/* CONN_RUNNING: the wall-clock limit (monotonic s) */
+	time_t			 held_since;	/* ...held while pending since then (monotonic s) */
 	struct evbuffer		*early_in;	/* stdin that came before the child */
 	int			 early_eof;
 	int			 early_sig;	/* a signal that came before the child */
@@ -179,6 +181,10 @@ void		 conn_fetch_files(struct conn *, struct filereq *,
  * TERM or HUP from the peer (the agent pressed Ctrl-C) runs cancel(c, arg). After
  * timeout seconds expired(c, arg) runs. Whoever decides calls conn_pending_resume.
  * If the conn ends first (peer gone, shutdown), abandon(arg) runs instead.
+ * A conn in CONN_RUNNING (its child asks, as a git push's hook does) stays there:
+ * stdin and WINSIZE still go to the child, INT, TERM and HUP run cancel, and the
+ * call's wall-clock limit is held until the decision (then extended by the wait);
+ * abandon also runs when the child ends first.
  */
 void		 conn_pending(struct conn *, int timeout,
 		    void (*expired)(struct conn *, void *),

@@ -190,16 +190,17 @@ out:
 	return o;
 }
 
-/* Explain a git network call: "git push URL" or "git fetch URL". */
+/* Explain a git network call: "git push URL [BRANCH...]" or "git fetch URL". */
 static json_t *
 op_explain_git(struct conn *c, const struct session *s, json_t *jargv)
 {
-	json_t *o = json_object(), *req, *env, *binds;
+	json_t *o = json_object(), *req, *env, *binds, *ask = json_array();
 	const char *verb = json_string_value(json_array_get(jargv, 0));
 	const char *url = json_string_value(json_array_get(jargv, 1));
 	char *msg = NULL, *cause = NULL;
 	struct profile_git_req g;
 	int push;
+	size_t i;
 
 	if (verb == NULL || url == NULL) {
 		json_object_set_new(o, "verdict", json_string("deny"));
@@ -217,11 +218,30 @@ op_explain_git(struct conn *c, const struct session *s, json_t *jargv)
 			json_object_set_new(o, "message", json_string(msg));
 		goto out;
 	}
-	json_object_set_new(o, "verdict", json_string("allow"));
-	json_object_set_new(o, "rule", json_string(g.rule));
+	for (i = 2; push && i < json_array_size(jargv); i++) {
+		const char *b = json_string_value(json_array_get(jargv, i));
+
+		if (b == NULL)
+			continue;
+		if (strncmp(b, "refs/heads/", 11) == 0)
+			b += 11;
+		if (profile_git_asks(c->cfg, b))
+			op_explain_add(ask, b);
+	}
+	json_object_set_new(o, "verdict", json_string(json_array_size(ask) > 0 ? "ask" :
+	    "allow"));
+	json_object_set_new(o, "rule", json_string(json_array_size(ask) > 0 ?
+	    "git.ask_branches" : g.rule));
 	json_object_set_new(o, "reason", json_string(push ? "the repository is allowed; "
 	    "the push is checked ref by ref (git.no_push_branches, ff_only_branches, "
-	    "protected_tags, deny_paths) when it arrives" : "the repository is allowed"));
+	    "protected_tags, deny_paths) when it arrives, and an allowed update of a branch "
+	    "in git.ask_branches waits for the operator's approval" : "the repository is "
+	    "allowed"));
+	if (json_array_size(ask) > 0) {
+		json_object_set(o, "ask_branches", ask);
+		json_object_set_new(o, "ask_timeout", json_integer(c->cfg->git_ask_timeout > 0 ?
+		    c->cfg->git_ask_timeout : c->cfg->approval.timeout));
+	}
 	json_object_set_new(o, "upstream", json_string(g.upstream));
 	json_object_set_new(o, "mirror", json_string(g.mirror));
 	env = json_array();
@@ -236,6 +256,8 @@ op_explain_git(struct conn *c, const struct session *s, json_t *jargv)
 	op_explain_add(env, GITC_ENV_FF_ONLY);
 	op_explain_add(env, GITC_ENV_TAGS);
 	op_explain_add(env, GITC_ENV_DENY_PATHS);
+	if (c->cfg->nask_branches > 0)
+		op_explain_add(env, GITC_ENV_ASK);
 	json_object_set_new(o, "env", env);
 	json_object_set_new(o, "secrets", json_pack("[{s:s, s:s}]", "secret", g.secret_name,
 	    "delivery", c->srv->jail_root != NULL ? "never to git: the bridge's injector in "
@@ -252,6 +274,7 @@ op_explain_git(struct conn *c, const struct session *s, json_t *jargv)
 out:
 	profile_git_clear(&g);
 	json_decref(req);
+	json_decref(ask);
 	free(msg);
 	free(cause);
 	return o;

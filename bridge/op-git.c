@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/event.h>
 #include <jansson.h>
 
 #include "audit.h"
@@ -25,6 +26,7 @@
 #include "ghmint.h"
 #include "profile.h"
 #include "profile-git.h"
+#include "pending.h"
 #include "httppolicy.h"
 #include "inject.h"
 #include "keyring.h"
@@ -48,10 +50,19 @@ struct op_git_state {
 	char			*refs_path;	/* the SHIMBRIDGE_UPSTREAM_REFS FIFO, or NULL */
 	int			 refs_fd;	/* its end (O_RDWR), or -1 */
 	int			 refs_said;	/* the message is written */
-	int			 refusal;	/* read end of the refusal pipe, or -1 */
+	int			 refusal;	/* our end of the refusal channel, or -1 */
+	struct event		*chan_ev;	/* reading it while the child runs */
+	char			*in;		/* what the child said on it so far */
+	size_t			 inlen;
+	size_t			 scanned;	/* complete lines looked at for "W" */
+	int			 asked;		/* a question came ("W"): only one per call */
+	int			 waiting;	/* ...and waits for the operator (pending.c) */
 	int			 netns;		/* the child's network namespace, or -1 */
 	struct inject		*inj;		/* its upstream leg's injector, or NULL */
+	struct profile_git_update *asks;	/* the question's updates, or NULL */
+	size_t			 nasks;
 	char			*secret_name;
+	char			*host;		/* as configured */
 	char			*repo;		/* OWNER/NAME, the injector's scope */
 	const char		*repos[1];
 	struct httppolicy_scope	 scope;
@@ -79,25 +90,38 @@ op_git_state_free(void *arg)
 	inject_free(st->inj);
 	if (st->netns != -1)
 		close(st->netns);
+	if (st->chan_ev != NULL)
+		event_free(st->chan_ev);
 	if (st->refusal != -1)
 		close(st->refusal);
+	free(st->in);
+	free(st->asks);
+	free(st->host);
 	free(st->secret_name);
 	free(st->repo);
 	free(st);
 }
 
 /*
- * The refusal pipe of the git contract (common/gitcontract.h): its write end goes
- * to shimbridge-git as fd 3, its read end stays with the conn for op_git_done.
+ * The refusal channel of the git contract (common/gitcontract.h): a socket pair,
+ * one end for shimbridge-git as fd 3 (blocking: its hook waits there for an
+ * answer), the other ours, non-blocking, read while the child runs
+ * (op_git_chan_cb) and once it is gone (op_git_done).
  */
 static int
-op_git_refusal_pipe(struct op_git_state *st, struct profile_git_req *g, int *wfd, char **cause)
+op_git_refusal_channel(struct op_git_state *st, struct profile_git_req *g, int *wfd, char **cause)
 {
 	char num[16];
 	int p[2];
 
-	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
-		xasprintf(cause, "pipe: %s", strerror(errno));
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) != 0) {
+		xasprintf(cause, "socketpair: %s", strerror(errno));
+		return -1;
+	}
+	if (fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK) == -1) {
+		xasprintf(cause, "fcntl: %s", strerror(errno));
+		close(p[0]);
+		close(p[1]);
 		return -1;
 	}
 	st->refusal = p[0];
@@ -251,7 +275,6 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_
 	 * inherit it on Linux).
 	 */
 	(void)setsockopt(lfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	xasprintf(&st->repo, "%s/%s", g->owner, g->name);
 	st->repos[0] = st->repo;
 	st->scope.api = HTTP_API_GIT;
 	st->scope.repos = st->repos;
@@ -293,6 +316,222 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_
 	free(pfwhy);
 	snprintf(via, vialen, "http://127.0.0.1:%d", port);
 	return 0;
+}
+
+/* What the refusal channel keeps at most: every kind of record, each within its cap. */
+#define OP_GIT_CHAN_MAX	(GITC_REFUSAL_MAX + GITC_PIPE_MAX + 4096 + \
+	GITC_ASK_REFS_MAX * (GITC_ASK_LINE_MAX + 3) + 16)
+
+/*
+ * Read what is there on the refusal channel into st->in; bytes past
+ * OP_GIT_CHAN_MAX are read and dropped (a flood must not block the hook's own
+ * records forever, nor grow our memory). 1 at EOF or on an error, else 0.
+ */
+static int
+op_git_chan_read(struct op_git_state *st)
+{
+	char drop[4096];
+	ssize_t r;
+	int rounds;
+
+	if (st->refusal == -1)
+		return 1;
+	if (st->in == NULL)
+		st->in = xmalloc(OP_GIT_CHAN_MAX + 1);
+	for (rounds = 0; rounds < 64; rounds++) {
+		if (st->inlen < OP_GIT_CHAN_MAX)
+			r = read(st->refusal, st->in + st->inlen, OP_GIT_CHAN_MAX - st->inlen);
+		else
+			r = read(st->refusal, drop, sizeof drop);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (r <= 0)
+			return 1;
+		if (st->inlen < OP_GIT_CHAN_MAX)
+			st->inlen += (size_t)r;
+	}
+	return 0;	/* more later: the event fires again */
+}
+
+/* Answer the hook's question: one line (common/gitcontract.h); it may be gone. */
+static void
+op_git_answer(struct op_git_state *st, int yes, const char *reason)
+{
+	char line[GITC_ANSWER_MAX + 4];
+	size_t i, len;
+
+	st->waiting = 0;
+	if (st->refusal == -1)
+		return;
+	if (yes)
+		len = (size_t)snprintf(line, sizeof line, "Y\n");
+	else {
+		len = (size_t)snprintf(line, sizeof line, "N %.*s", GITC_ANSWER_MAX, reason);
+		for (i = 2; i < len; i++) {
+			if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+				line[i] = ' ';
+		}
+		line[len++] = '\n';
+	}
+	/* One short line into an empty socket buffer: it never blocks. */
+	if (send(st->refusal, line, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len)
+		log_debug("git: conn %llu: the hook is gone before its answer",
+		    (unsigned long long)st->c->id);
+}
+
+/* pending.c: approved (by the operator, the approver command or a --for grant). */
+static void
+op_git_approved(struct conn *c, void *arg)
+{
+	(void)c;
+	op_git_answer(arg, 1, NULL);
+}
+
+/* pending.c: refused; the agent gets the structured line, the hook the reason. */
+static void
+op_git_refused(struct conn *c, void *arg, const char *line, const char *reason)
+{
+	char *msg, *red;
+
+	xasprintf(&msg, "%s\n", line);
+	red = redact_string(conn_redact(c), msg);
+	if (red != NULL)
+		conn_send(c, FRAME_STDERR, red, strlen(red));
+	free(red);
+	free(msg);
+	op_git_answer(arg, 0, reason);
+}
+
+/* pending.c: the wait ended without a decision (the agent or the child went away). */
+static void
+op_git_ask_free(void *arg)
+{
+	struct op_git_state *st = arg;
+
+	if (st->waiting)
+		op_git_answer(st, 0, "the request ended while waiting for approval");
+}
+
+/* pending.c, after a reload: whether git.ask_branches still names every branch. */
+static int
+op_git_still_asks(struct conn *c, void *arg, const struct config *nc, char **why)
+{
+	struct op_git_state *st = arg;
+	size_t i;
+
+	(void)c;
+	for (i = 0; i < st->nasks; i++) {
+		if (!profile_git_asks(nc, st->asks[i].branch)) {
+			xasprintf(why, "git.ask_branches no longer names branch %s",
+			    st->asks[i].branch);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/*
+ * The hook asks ("A" records, then "W" at buf + len): check every record (the
+ * runner wrote them) and each branch against this call's git.ask_branches, then
+ * hand the push to the approval gate, which tells the agent it waits. Anything
+ * malformed is refused at once.
+ */
+static void
+op_git_ask(struct op_git_state *st, const char *buf, size_t len)
+{
+	struct conn *c = st->c;
+	struct profile_git_update *u = NULL;
+	struct pending_ask ask;
+	const char *p, *eol, *end = buf + len;
+	char *command = NULL, *key = NULL;
+	json_t *detail = NULL, *ups, *a;
+	size_t n = 0, i;
+
+	for (p = buf; p < end; p = eol + 1) {
+		if ((eol = memchr(p, '\n', (size_t)(end - p))) == NULL)
+			eol = end;
+		if (eol - p < 2 || p[0] != 'A' || p[1] != ' ')
+			continue;
+		if (n == GITC_ASK_REFS_MAX)
+			goto bad;
+		u = xreallocarray(u, n + 1, sizeof *u);
+		if (profile_git_ask_parse(p + 2, (size_t)(eol - p) - 2, &u[n]) != 0 ||
+		    !profile_git_asks(c->cfg, u[n].branch))
+			goto bad;
+		n++;
+	}
+	if (n == 0)
+		goto bad;
+	if (c->killed != KILL_NONE || c->peer_gone) {
+		op_git_answer(st, 0, "the call is ending");
+		goto out;
+	}
+	profile_git_ask_command(st->host, st->repo, u, n, &command, &key);
+	detail = json_object();
+	ups = json_array();
+	for (i = 0; i < n; i++)
+		json_array_append_new(ups, json_pack("{s:s, s:s, s:s, s:s}", "branch",
+		    u[i].branch, "kind", u[i].kind, "old", u[i].old, "new", u[i].new));
+	json_object_set_new(detail, "tool", json_string("git"));
+	json_object_set_new(detail, "repository", json_string(st->repo));
+	json_object_set_new(detail, "host", json_string(st->host));
+	json_object_set_new(detail, "updates", ups);
+	st->asks = u;
+	st->nasks = n;
+	u = NULL;	/* transferred */
+	memset(&ask, 0, sizeof ask);
+	ask.command = command;
+	ask.key = key;
+	ask.rule = "git.ask_branches";
+	ask.timeout = c->cfg->git_ask_timeout;
+	ask.detail = detail;
+	ask.go = op_git_approved;
+	ask.free = op_git_ask_free;
+	ask.still_asks = op_git_still_asks;
+	ask.refused = op_git_refused;
+	ask.arg = st;
+	st->waiting = 1;
+	pending_ask(c, &ask);
+	goto out;
+bad:
+	a = conn_audit_base(c, "error");
+	json_object_set_new(a, "reason", json_string("shimbridge-git sent a malformed "
+	    "approval request; the push is refused"));
+	audit_write(a, conn_redact(c));
+	op_git_answer(st, 0, "the bridge could not read the approval request");
+out:
+	free(u);
+	free(command);
+	free(key);
+	json_decref(detail);
+}
+
+/*
+ * The refusal channel has something while the child runs: keep it for
+ * op_git_done, and when a question is complete ("W"), ask. At EOF the event
+ * stops; op_git_done reads what is left.
+ */
+static void
+op_git_chan_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct op_git_state *st = arg;
+	char *p, *eol;
+
+	(void)fd;
+	(void)what;
+	if (op_git_chan_read(st) != 0)
+		event_del(st->chan_ev);
+	while (!st->asked && st->scanned < st->inlen && (eol = memchr(st->in + st->scanned,
+	    '\n', st->inlen - st->scanned)) != NULL) {
+		p = st->in + st->scanned;
+		st->scanned = (size_t)(eol - st->in) + 1;
+		if (eol - p == 1 && p[0] == 'W') {
+			st->asked = 1;
+			op_git_ask(st, st->in, (size_t)(p - st->in));
+		}
+	}
 }
 
 /* op "git": the remote helper's network leg, served from a bridge-owned mirror. */
@@ -361,6 +600,8 @@ op_git(struct conn *c, json_t *req)
 	st = xcalloc(1, sizeof *st);
 	st->c = c;
 	st->refusal = st->netns = st->refs_fd = -1;
+	st->host = xstrdup(g.host);
+	xasprintf(&st->repo, "%s/%s", g.owner, g.name);
 	c->op_state = st;
 	c->op_state_free = op_git_state_free;
 	if (jailed) {
@@ -390,7 +631,7 @@ op_git(struct conn *c, json_t *req)
 	if (st->refs_path != NULL)
 		envbuild_set(g.env, GITC_ENV_UPSTREAM_REFS, st->refs_path,
 		    strlen(st->refs_path), 0);
-	if (op_git_refusal_pipe(st, &g, &wfd, &cause) != 0) {
+	if (op_git_refusal_channel(st, &g, &wfd, &cause) != 0) {
 		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare git (no pipe); "
 		    "nothing was sent. Tell the operator.");
 		goto out;
@@ -425,8 +666,14 @@ op_git(struct conn *c, json_t *req)
 	}
 	c->child_fd3 = wfd;
 	clock_gettime(CLOCK_MONOTONIC, &st->spawned);
-	conn_start(c, c->cfg->git_helper, g.argv, g.env, -1, c->scratch, c->cfg->git_timeout,
-	    jailed ? &js.j : NULL);
+	if (conn_start(c, c->cfg->git_helper, g.argv, g.env, -1, c->scratch,
+	    c->cfg->git_timeout, jailed ? &js.j : NULL) == 0) {
+		/* The hook may ask for approval while the child runs: listen now. */
+		st->chan_ev = event_new(c->srv->base, st->refusal, EV_READ | EV_PERSIST,
+		    op_git_chan_cb, st);
+		if (st->chan_ev == NULL || event_add(st->chan_ev, NULL) != 0)
+			fatalx("out of memory starting git");
+	}
 	c->child_fd3 = 0;
 out:
 	/* A pre-built jail that did not run (a refusal on the way): it goes. */
@@ -559,8 +806,7 @@ op_git_done(struct conn *c)
 	struct { char *buf; size_t len, max; } rec[2] = {
 		{ NULL, 0, GITC_REFUSAL_MAX }, { NULL, 0, GITC_PIPE_MAX } };
 	char *in, *p, *eol;
-	size_t len = 0, cap = GITC_REFUSAL_MAX + GITC_PIPE_MAX + 1024, i, n;
-	ssize_t r;
+	size_t len, i, n;
 	json_t *a, *ph;
 
 	if (st == NULL)
@@ -568,19 +814,17 @@ op_git_done(struct conn *c)
 	op_git_unauthorized(c, st);
 	if (st->refusal == -1)
 		return;
-	in = xmalloc(cap + 1);
-	ph = json_object();
-	while (len < cap) {
-		r = read(st->refusal, in + len, cap - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		len += (size_t)r;
+	if (st->chan_ev != NULL) {
+		event_free(st->chan_ev);
+		st->chan_ev = NULL;
 	}
+	(void)op_git_chan_read(st);	/* what is left */
 	close(st->refusal);
 	st->refusal = -1;
+	in = st->in;
+	len = st->inlen;
 	in[len] = '\0';
+	ph = json_object();
 	for (i = 0; i < 2; i++)
 		rec[i].buf = xcalloc(1, rec[i].max + 1);
 	for (p = in; p < in + len; p = eol + 1) {
@@ -612,5 +856,4 @@ op_git_done(struct conn *c)
 	}
 	for (i = 0; i < 2; i++)
 		free(rec[i].buf);
-	free(in);
 }

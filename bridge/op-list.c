@@ -28,7 +28,7 @@ op_list_send(struct conn *c, const char *s)
 	}
 }
 
-/* Whether any tool of the session has an ask rule. */
+/* Whether any tool of the session has an ask rule (or git asks for some branches). */
 static int
 op_list_asks(const struct config *cfg, const struct session *s)
 {
@@ -36,8 +36,11 @@ op_list_asks(const struct config *cfg, const struct session *s)
 	size_t i, j;
 
 	for (i = 0; i < s->ntools; i++) {
-		if ((t = config_tool(cfg, s->tools[i])) == NULL)
-			continue;	/* git's network leg has no ask rules */
+		if ((t = config_tool(cfg, s->tools[i])) == NULL) {
+			if (cfg->nask_branches > 0)
+				return 1;
+			continue;
+		}
 		for (j = 0; j < t->nrules; j++)
 			if (t->rules[j].ask)
 				return 1;

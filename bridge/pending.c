@@ -38,6 +38,7 @@ struct pending {
 	void			(*free)(void *);
 	int			(*still_asks)(struct conn *, void *, const struct config *,
 				    char **);
+	void			(*refused)(struct conn *, void *, const char *, const char *);
 	void			*arg;
 	char			*refusal;	/* the agent's line when refused */
 	char			*audit_reason;
@@ -90,13 +91,14 @@ pending_free(struct pending *p)
 	free(p);
 }
 
-/* The "approval" audit record: what was decided, by whom, why. */
+/* The "approval" audit record: what was decided, by whom, why (rule: the ask rule's). */
 static void
-pending_audit(struct conn *c, uint64_t id, int approve, const char *by, const char *reason,
-    long for_secs, json_t *who)
+pending_audit(struct conn *c, const char *rule, uint64_t id, int approve, const char *by,
+    const char *reason, long for_secs, json_t *who)
 {
 	json_t *a = conn_audit_base(c, "approval");
 
+	json_object_set_new(a, "rule", json_string(rule));
 	json_object_set_new(a, "request", json_integer((json_int_t)id));
 	json_object_set_new(a, "decision", json_string(approve ? "approve" : "deny"));
 	json_object_set_new(a, "decided_by", json_string(by));
@@ -121,14 +123,21 @@ pending_go(struct conn *c, void *arg)
 	go(c, oparg);	/* transferred */
 }
 
-/* Resumed refused: the structured line to the agent, then free the op's state. */
+/*
+ * Resumed refused: the structured line to the agent, then free the op's state; a
+ * request whose child runs already hands both to its op instead.
+ */
 static void
 pending_refuse(struct conn *c, void *arg)
 {
 	struct pending *p = arg;
 
-	conn_deny(c, ERR_DENIED, p->audit_reason, p->refusal);
-	p->free(p->arg);
+	if (p->refused != NULL)
+		p->refused(c, p->arg, p->refusal, p->audit_reason);	/* arg transferred */
+	else {
+		conn_deny(c, ERR_DENIED, p->audit_reason, p->refusal);
+		p->free(p->arg);
+	}
 	pending_free(p);
 }
 
@@ -143,7 +152,7 @@ pending_finish(struct pending *p, int approve, const char *by, const char *why,
 	struct approve_entry *e = p->e;
 	time_t now = time(NULL);
 
-	pending_audit(p->c, e->id, approve, by, why, for_secs, who);
+	pending_audit(p->c, e->rule, e->id, approve, by, why, for_secs, who);
 	if (approve && for_secs > 0 &&
 	    approve_grant(p->srv->approve, e->session, e->key, now, now + for_secs) != 0)
 		log_warnx("request %llu: too many --for approvals live; approved once only",
@@ -190,8 +199,8 @@ pending_abandon(void *arg)
 {
 	struct pending *p = arg;
 
-	pending_audit(p->c, p->e->id, 0, "cancelled", "the connection ended while waiting",
-	    0, NULL);
+	pending_audit(p->c, p->e->rule, p->e->id, 0, "cancelled", "the connection ended "
+	    "while waiting", 0, NULL);
 	p->free(p->arg);
 	pending_free(p);
 }
@@ -335,8 +344,8 @@ pending_ask(struct conn *c, const struct pending_ask *ask)
 	json_t *a;
 
 	if (approve_granted(srv->approve, c->session->name, ask->key, now)) {
-		pending_audit(c, 0, 1, "cache --for", "an identical call was approved "
-		    "with --for", 0, NULL);
+		pending_audit(c, ask->rule, 0, 1, "cache --for", "an identical call was "
+		    "approved with --for", 0, NULL);
 		ask->go(c, ask->arg);
 		return;
 	}
@@ -346,6 +355,7 @@ pending_ask(struct conn *c, const struct pending_ask *ask)
 	p->go = ask->go;
 	p->free = ask->free;
 	p->still_asks = ask->still_asks;
+	p->refused = ask->refused;
 	p->arg = ask->arg;
 	p->e = approve_add(srv->approve, c->session->name, ask->command, ask->key, ask->rule,
 	    now, timeout, p);
@@ -354,13 +364,18 @@ pending_ask(struct conn *c, const struct pending_ask *ask)
 		    "for approval (%d of this session, or %d in all, is the bridge's limit); "
 		    "wait for some to be decided and run it again", ask->command,
 		    APPROVE_SESSION_MAX, APPROVE_PENDING_MAX);
-		conn_deny(c, ERR_BUSY, "too many requests wait for approval", line);
+		if (ask->refused != NULL)
+			ask->refused(c, ask->arg, line, "too many requests wait for approval");
+		else {
+			conn_deny(c, ERR_BUSY, "too many requests wait for approval", line);
+			ask->free(ask->arg);
+		}
 		free(line);
-		ask->free(ask->arg);
 		free(p);
 		return;
 	}
 	a = conn_audit_base(c, "pending");
+	json_object_set_new(a, "rule", json_string(ask->rule));
 	json_object_set_new(a, "request", json_integer((json_int_t)p->e->id));
 	json_object_set_new(a, "timeout", json_integer(timeout));
 	audit_write(a, conn_redact(c));

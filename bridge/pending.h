@@ -3,8 +3,10 @@
  * (bridge/policy.h), the operator's and the approver command's decisions, and what
  * a reload does to waiting requests. The table itself is bridge/approve.c.
  *
- * A waiting request's conn is in CONN_PENDING (conn_pending). The agent sees one
- * line on stderr, "shimbridge: waiting for the operator to approve request N: CMD".
+ * A waiting request's conn is in CONN_PENDING (conn_pending), or stays in
+ * CONN_RUNNING when its child asks (a git push's pre-receive hook, op-git.c), with
+ * the call's time limit held. The agent sees one line on stderr, "shimbridge:
+ * waiting for the operator to approve request N: CMD".
  * Decisions: the operator (ops approve/deny, root), the approver command
  * (config "approval"), the timeout (deny), a "--for" approval of an identical call
  * (approve at once), the agent giving up (Ctrl-C, closing), a reload that no longer
@@ -40,12 +42,22 @@ struct pending_ask {
 	 */
 	int		(*still_asks)(struct conn *, void *arg, const struct config *,
 			    char **why);
+	/*
+	 * Only for a request whose child runs already (a git push whose hook asks,
+	 * c in CONN_RUNNING): refused, line is the agent's one-line refusal
+	 * ("shimbridge: refused: ...", no newline) and reason the audit's; the op
+	 * tells its child and frees arg (conn_deny cannot end a running request).
+	 * go then means "let the child go on". NULL: c is in CONN_REQUEST.
+	 */
+	void		(*refused)(struct conn *, void *arg, const char *line,
+			    const char *reason);
 	void		*arg;
 };
 
 /*
- * Wait for a decision on c's request (c in CONN_REQUEST), or go on at once when a
- * "--for" approval covers it. ask->arg is the gate's from here on.
+ * Wait for a decision on c's request (c in CONN_REQUEST; or in CONN_RUNNING with
+ * ask->refused set, whose wall-clock limit is held meanwhile, conn_pending), or go
+ * on at once when a "--for" approval covers it. ask->arg is the gate's from here on.
  */
 void	pending_ask(struct conn *, const struct pending_ask *);
 /*

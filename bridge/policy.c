@@ -72,7 +72,16 @@ summary_tool(const struct config *c, const char *name, char *buf, size_t *len)
 
 	if (t == NULL) {	/* git through the remote helper */
 		summary_add(buf, len, name);
-		summary_add(buf, len, " (push/fetch of allowed repositories)");
+		summary_add(buf, len, " (push/fetch of allowed repositories");
+		if (c->nask_branches > 0) {
+			summary_add(buf, len, "; a push to ");
+			for (j = 0; j < c->nask_branches; j++) {
+				summary_add(buf, len, j > 0 ? ", " : "");
+				summary_add(buf, len, c->ask_branches[j]);
+			}
+			summary_add(buf, len, " waits for the operator's approval");
+		}
+		summary_add(buf, len, ")");
 		return;
 	}
 	if (t->help != NULL) {

@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,6 +372,15 @@ profile_git_env(struct profile_git_req *g, const char *scratch, const char *via,
 	s = profile_git_join(c->deny_paths, c->ndeny_paths);
 	envbuild_set(g->env, GITC_ENV_DENY_PATHS, s, strlen(s), 0);
 	free(s);
+	if (c->nask_branches > 0) {
+		s = profile_git_join(c->ask_branches, c->nask_branches);
+		envbuild_set(g->env, GITC_ENV_ASK, s, strlen(s), 0);
+		free(s);
+	}
+	s = NULL;
+	xasprintf(&s, "%d", GITC_VERSION);
+	envbuild_set(g->env, GITC_ENV_VERSION, s, strlen(s), 0);
+	free(s);
 	if (g->protocol != NULL)
 		envbuild_set(g->env, GITC_ENV_PROTOCOL, g->protocol, strlen(g->protocol), 0);
 	if (g->progress)
@@ -414,7 +424,8 @@ int
 profile_git_phase(const char *p, size_t len, const char **name, unsigned long long *ns)
 {
 	static const char *const names[] = { GITC_PHASE_START, GITC_PHASE_MIRROR,
-	    GITC_PHASE_HOOK, GITC_PHASE_POLICY, GITC_PHASE_UPSTREAM, GITC_PHASE_END };
+	    GITC_PHASE_HOOK, GITC_PHASE_POLICY, GITC_PHASE_APPROVED, GITC_PHASE_UPSTREAM,
+	    GITC_PHASE_END };
 	size_t i, n = 0;
 
 	*name = NULL;
@@ -556,4 +567,127 @@ profile_git_refs(const unsigned char *adv, size_t len, char **out, size_t *outle
 bad:
 	free(o);
 	return -1;
+}
+
+/* Whether a branch (without refs/heads/) matches git.ask_branches. */
+int
+profile_git_asks(const struct config *c, const char *branch)
+{
+	size_t i;
+
+	for (i = 0; i < c->nask_branches; i++) {
+		if (fnmatch(c->ask_branches[i], branch, 0) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether p[0..n) is n lowercase hex digits. */
+static int
+profile_git_hex(const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Parse the text of an "A" record (common/gitcontract.h): "<kind> <old> <new>
+ * refs/heads/<branch>". The runner wrote it, so everything is checked: a known
+ * kind that agrees with the object names (create: old is zero; delete: new is
+ * zero; never both), hex names of one length (40 or 64), and a branch of
+ * printable ASCII without spaces, at most GITC_ASK_LINE_MAX bytes in all, that
+ * git could name (no "..", no leading '-' or '/', no trailing '/' or ".lock").
+ */
+int
+profile_git_ask_parse(const char *p, size_t len, struct profile_git_update *u)
+{
+	static const char *const kinds[] = { GITC_ASK_UPDATE, GITC_ASK_CREATE,
+	    GITC_ASK_FORCE, GITC_ASK_DELETE };
+	const char *sp, *end = p + len, *b;
+	size_t i, n, hl, bl;
+	int ozero, nzero;
+
+	memset(u, 0, sizeof *u);
+	if (len > GITC_ASK_LINE_MAX)
+		return -1;
+	for (i = 0; i < sizeof kinds / sizeof kinds[0] && u->kind == NULL; i++) {
+		n = strlen(kinds[i]);
+		if (len > n && memcmp(p, kinds[i], n) == 0 && p[n] == ' ')
+			u->kind = kinds[i];
+	}
+	if (u->kind == NULL)
+		goto bad;
+	p += strlen(u->kind) + 1;
+	if ((sp = memchr(p, ' ', (size_t)(end - p))) == NULL)
+		goto bad;
+	hl = (size_t)(sp - p);
+	if ((hl != 40 && hl != 64) || (size_t)(end - sp) < hl + 2 || sp[hl + 1] != ' ' ||
+	    !profile_git_hex(p, hl) || !profile_git_hex(sp + 1, hl))
+		goto bad;
+	memcpy(u->old, p, hl);
+	memcpy(u->new, sp + 1, hl);
+	b = sp + 1 + hl + 1;
+	bl = (size_t)(end - b);
+	if (bl <= 11 || memcmp(b, "refs/heads/", 11) != 0)
+		goto bad;
+	b += 11;
+	bl -= 11;
+	for (i = 0; i < bl; i++) {
+		if ((unsigned char)b[i] <= 0x20 || (unsigned char)b[i] >= 0x7f)
+			goto bad;
+	}
+	memcpy(u->branch, b, bl);
+	if (u->branch[0] == '-' || u->branch[0] == '/' || u->branch[bl - 1] == '/' ||
+	    strstr(u->branch, "..") != NULL || strstr(u->branch, "//") != NULL ||
+	    (bl >= 5 && strcmp(u->branch + bl - 5, ".lock") == 0) ||
+	    strcmp(u->branch, "HEAD") == 0)
+		goto bad;
+	ozero = u->old[strspn(u->old, "0")] == '\0';
+	nzero = u->new[strspn(u->new, "0")] == '\0';
+	if ((ozero && nzero) || ozero != (strcmp(u->kind, GITC_ASK_CREATE) == 0) ||
+	    nzero != (strcmp(u->kind, GITC_ASK_DELETE) == 0))
+		goto bad;
+	return 0;
+bad:
+	memset(u, 0, sizeof *u);
+	return -1;
+}
+
+/*
+ * The push as the operator sees it, in git's own syntax, and what "identical"
+ * means for --for: "git push https://HOST/OWNER/NAME BRANCH +FORCED :DELETED"
+ * (*command) and a JSON key of the session's repository and the same list (*key).
+ */
+void
+profile_git_ask_command(const char *host, const char *repo,
+    const struct profile_git_update *u, size_t n, char **command, char **key)
+{
+	json_t *k = json_array();
+	char *cmd, *item, *next;
+	size_t i;
+
+	xasprintf(&cmd, "git push https://%s/%s", host, repo);
+	xasprintf(&item, "%s/%s", host, repo);
+	json_array_append_new(k, json_string("git push"));
+	json_array_append_new(k, json_string(item));
+	free(item);
+	for (i = 0; i < n; i++) {
+		xasprintf(&item, "%s%s", strcmp(u[i].kind, GITC_ASK_FORCE) == 0 ? "+" :
+		    strcmp(u[i].kind, GITC_ASK_DELETE) == 0 ? ":" : "", u[i].branch);
+		xasprintf(&next, "%s %s", cmd, item);
+		free(cmd);
+		cmd = next;
+		json_array_append_new(k, json_string(item));
+		free(item);
+	}
+	*command = cmd;
+	*key = json_dumps(k, JSON_COMPACT);
+	json_decref(k);
+	if (*key == NULL)		/* jansson out of memory: the command says as much */
+		*key = xstrdup(cmd);
 }

@@ -11,6 +11,8 @@
 
 #include <jansson.h>
 
+#include "gitcontract.h"
+
 struct config;
 struct session;
 struct envbuild;
@@ -70,5 +72,28 @@ int	profile_git_phase(const char *rec, size_t len, const char **name,
  * not exactly such an advertisement or the list would be longer.
  */
 int	profile_git_refs(const unsigned char *adv, size_t len, char **out, size_t *outlen);
+
+/* One ref update of an "A" record (common/gitcontract.h): a push that asks. */
+struct profile_git_update {
+	const char	*kind;			/* one of the GITC_ASK_* words */
+	char		 old[65];		/* hex; all zeros: none */
+	char		 new[65];
+	char		 branch[GITC_ASK_LINE_MAX + 1];	/* without refs/heads/ */
+};
+/* Whether a branch (without refs/heads/) matches one of git.ask_branches. */
+int	profile_git_asks(const struct config *, const char *branch);
+/*
+ * Parse the text after "A " of a refusal-channel record: "<kind> <old> <new>
+ * refs/heads/<branch>", the kind agreeing with the object names, the branch
+ * printable ASCII. 0, or -1 (and u zeroed) for anything else.
+ */
+int	profile_git_ask_parse(const char *rec, size_t len, struct profile_git_update *u);
+/*
+ * The one-line command shown to the operator and the agent, "git push
+ * https://HOST/REPO BRANCH +FORCED :DELETED" (REPO: OWNER/NAME), and the --for key (identical
+ * pushes: the same repository and the same list); both malloc'd.
+ */
+void	profile_git_ask_command(const char *host, const char *repo,
+	    const struct profile_git_update *, size_t n, char **command, char **key);
 
 #endif

@@ -150,6 +150,8 @@ gitenv_load_policy(struct gitctx *ctx, char **cause)
 	    gitenv_load_list(GITC_ENV_TAGS, "refs/tags/", gitenv_check_tag, &ctx->tags,
 	    cause) != 0 ||
 	    gitenv_load_list(GITC_ENV_DENY_PATHS, NULL, gitenv_check_path, &ctx->deny,
+	    cause) != 0 ||
+	    gitenv_load_list(GITC_ENV_ASK, "refs/heads/", gitenv_check_tag, &ctx->ask,
 	    cause) != 0)
 		return -1;
 	for (i = 0; i < ctx->deny.n; i++) {
@@ -163,8 +165,9 @@ gitenv_load_policy(struct gitctx *ctx, char **cause)
 }
 
 /*
- * Take over the bridge's refusal pipe: it must be a pipe, and it is moved above the
- * fds git children get, close-on-exec, so only the hook's receive-pack inherits it.
+ * Take over the bridge's refusal channel: it must be a socket (or, from a bridge
+ * that never asks, a pipe), and it is moved above the fds git children get,
+ * close-on-exec, so only the hook's receive-pack inherits it.
  */
 static int
 gitenv_load_refusal(struct gitctx *ctx, char **cause)
@@ -181,8 +184,10 @@ gitenv_load_refusal(struct gitctx *ctx, char **cause)
 		xasprintf(cause, "%s must be %d", GITC_ENV_REFUSAL_FD, GITC_REFUSAL_FD);
 		return -1;
 	}
-	if (fstat(GITC_REFUSAL_FD, &sb) != 0 || !S_ISFIFO(sb.st_mode)) {
-		xasprintf(cause, "%s: fd %d is not a pipe", GITC_ENV_REFUSAL_FD, GITC_REFUSAL_FD);
+	if (fstat(GITC_REFUSAL_FD, &sb) != 0 || (!S_ISSOCK(sb.st_mode) &&
+	    !S_ISFIFO(sb.st_mode))) {
+		xasprintf(cause, "%s: fd %d is not a socket or pipe", GITC_ENV_REFUSAL_FD,
+		    GITC_REFUSAL_FD);
 		return -1;
 	}
 	if ((ctx->refusal_fd = fcntl(GITC_REFUSAL_FD, F_DUPFD_CLOEXEC, 10)) == -1) {
@@ -201,6 +206,14 @@ gitenv_load(struct gitctx *ctx, int flags, char **cause)
 
 	memset(ctx, 0, sizeof *ctx);
 	ctx->refusal_fd = -1;
+	/* A bridge of another contract version could misread what we say, or we it. */
+	if ((v = getenv(GITC_ENV_VERSION)) != NULL && (strlen(v) > 9 ||
+	    atoi(v) != GITC_VERSION || v[strspn(v, "0123456789")] != '\0')) {
+		xasprintf(cause, "%s is %.10s; this shimbridge-git speaks version %d (install "
+		    "the bridge and shimbridge-git from the same release)", GITC_ENV_VERSION, v,
+		    GITC_VERSION);
+		return -1;
+	}
 
 	if (flags & GITENV_SERVICE) {
 		if (gitenv_need(GITC_ENV_SERVICE, &v, cause) != 0)
@@ -322,6 +335,7 @@ gitenv_free(struct gitctx *ctx)
 	gitenv_free_list(&ctx->no_push);
 	gitenv_free_list(&ctx->ff_only);
 	gitenv_free_list(&ctx->tags);
+	gitenv_free_list(&ctx->ask);
 	gitenv_free_list(&ctx->deny);
 	if (ctx->refusal_fd != -1)
 		close(ctx->refusal_fd);
@@ -354,6 +368,19 @@ gitenv_tag_protected(const struct gitctx *ctx, const char *tag)
 
 	for (i = 0; i < ctx->tags.n; i++) {
 		if (fnmatch(ctx->tags.v[i], tag, 0) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether refs/heads/<branch> matches a pattern of the ask list (GITC_ENV_ASK). */
+int
+gitenv_branch_asks(const struct gitctx *ctx, const char *branch)
+{
+	size_t	i;
+
+	for (i = 0; i < ctx->ask.n; i++) {
+		if (fnmatch(ctx->ask.v[i], branch, 0) == 0)
 			return 1;
 	}
 	return 0;
@@ -468,6 +495,8 @@ gitenv_child(const struct gitctx *ctx, int runflags)
 		gitenv_push(&envp, &n, GITC_ENV_FF_ONLY, ctx->ff_only.raw);
 		gitenv_push(&envp, &n, GITC_ENV_TAGS, ctx->tags.raw);
 		gitenv_push(&envp, &n, GITC_ENV_DENY_PATHS, ctx->deny.raw);
+		if (ctx->ask.n > 0)
+			gitenv_push(&envp, &n, GITC_ENV_ASK, ctx->ask.raw);
 		gitenv_push(&envp, &n, GITC_ENV_GIT, ctx->git);
 		if (ctx->progress)
 			gitenv_push(&envp, &n, GITC_ENV_PROGRESS, "1");

@@ -7,6 +7,8 @@
  * is thrown away. It runs under the exclusive mirror lock held by the serving
  * process (our grandparent), so it never takes the lock itself.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -560,6 +562,128 @@ out:
 	return status == 0 ? 0 : -1;
 }
 
+/* The word of an "A" record for an update (common/gitcontract.h). */
+static const char *
+githook_ask_kind(const struct githook_item *it)
+{
+	if (it->delete)
+		return GITC_ASK_DELETE;
+	if (it->create)
+		return GITC_ASK_CREATE;
+	return it->force ? GITC_ASK_FORCE : GITC_ASK_UPDATE;
+}
+
+/* Write all of buf to fd; 0 or -1. */
+static int
+githook_write_all(int fd, const char *buf, size_t len)
+{
+	ssize_t	n;
+	size_t	off = 0;
+
+	while (off < len) {
+		n = write(fd, buf + off, len - off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Read the bridge's one-line answer to a question into ans (at most max bytes
+ * with the newline, which is removed); 0, or -1 on EOF, an error or no newline.
+ */
+static int
+githook_read_answer(int fd, char *ans, size_t max)
+{
+	size_t	len = 0;
+	ssize_t	n;
+	char	c;
+
+	/* One byte at a time: nothing after the line is ours to take. */
+	while (len < max) {
+		n = read(fd, &c, 1);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		if (c == '\n') {
+			ans[len] = '\0';
+			return 0;
+		}
+		ans[len++] = c;
+	}
+	return -1;
+}
+
+/*
+ * The updates the policy allows that name a branch of the ask list wait for the
+ * operator (GITC_ENV_ASK): "A" records and "W" on the refusal channel, then the
+ * bridge's answer. 0 when nothing asks or the push is approved; -1 after saying
+ * why not. The bridge holds the call's time limit meanwhile; we wait as long as it
+ * takes (EOF, when the bridge or the call is gone, is a refusal).
+ */
+static int
+githook_ask(const struct gitctx *ctx, const struct githook_item *items, size_t n)
+{
+	struct gitbuf	 q;
+	struct stat	 sb;
+	char		*rec, ans[GITC_ANSWER_MAX + 3];
+	size_t		 i, asks = 0;
+	int		 rc = -1, len;
+
+	gitbuf_init(&q, (size_t)GITC_ASK_REFS_MAX * GITC_ASK_LINE_MAX + 8);
+	for (i = 0; i < n; i++) {
+		if (!items[i].branch || !gitenv_branch_asks(ctx, githook_short(items[i].u.ref)))
+			continue;
+		if (++asks > GITC_ASK_REFS_MAX) {
+			gitmsg_say("refusing push: it updates more than %d branches that need the "
+			    "operator's approval; push them in smaller groups.", GITC_ASK_REFS_MAX);
+			goto out;
+		}
+		len = xasprintf(&rec, "A %s %s %s %s\n", githook_ask_kind(&items[i]),
+		    items[i].u.old, items[i].u.new, items[i].u.ref);
+		if (len > GITC_ASK_LINE_MAX) {
+			gitmsg_say("refusing push: the branch name %.80s... is too long to ask the "
+			    "operator about; use a shorter one.", githook_short(items[i].u.ref));
+			free(rec);
+			goto out;
+		}
+		gitbuf_add(&q, rec, (size_t)len);
+		free(rec);
+	}
+	if (asks == 0) {
+		rc = 0;
+		goto out;
+	}
+	if (ctx->refusal_fd == -1 || fstat(ctx->refusal_fd, &sb) != 0 || !S_ISSOCK(sb.st_mode)) {
+		gitmsg_say("refusing push: it updates a branch that needs the operator's "
+		    "approval (git.ask_branches), and there is no bridge here to ask.");
+		goto out;
+	}
+	gitbuf_add(&q, "W\n", 2);
+	if (githook_write_all(ctx->refusal_fd, gitbuf_str(&q), q.len) != 0 ||
+	    githook_read_answer(ctx->refusal_fd, ans, sizeof ans - 1) != 0) {
+		gitmsg_say("refusing push: the bridge gave no answer about the operator's "
+		    "approval, which counts as a refusal.");
+		goto out;
+	}
+	if (strcmp(ans, "Y") == 0) {
+		gitmsg_phase(ctx, GITC_PHASE_APPROVED);
+		rc = 0;
+	} else if (strncmp(ans, "N ", 2) == 0)
+		gitmsg_say("refusing push: %s.", ans + 2);
+	else
+		gitmsg_say("refusing push: the bridge's answer about approval was not "
+		    "understood, which counts as a refusal.");
+
+out:
+	gitbuf_free(&q);
+	return rc;
+}
+
 /* Read and parse the hook's stdin. */
 static int
 githook_read_updates(struct githook_item **itemsp, size_t *np, char **cause)
@@ -651,6 +775,11 @@ githook_pre_receive(int argc, char **argv)
 		goto out;
 	}
 	gitmsg_phase(&ctx, GITC_PHASE_POLICY);
+	if (githook_ask(&ctx, items, n) != 0) {
+		gitmsg_say("nothing was pushed upstream.");
+		gitmsg_record_refusal(&ctx);
+		goto out;
+	}
 	if (githook_push(&ctx, gitdir, items, n) != 0)
 		goto out;
 	gitmsg_phase(&ctx, GITC_PHASE_UPSTREAM);

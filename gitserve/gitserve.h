@@ -80,6 +80,7 @@ struct gitctx {
 	struct gitlist	 ff_only;	/* branches that take fast-forwards only */
 	struct gitlist	 tags;		/* protected tag names or patterns */
 	struct gitlist	 deny;		/* path prefixes */
+	struct gitlist	 ask;		/* branch patterns whose updates wait for approval */
 	char		*git;		/* absolute path of the git binary */
 	char		*protocol;	/* "version=N" or NULL */
 	char		*home;		/* private empty HOME, or NULL */
@@ -93,7 +94,7 @@ struct gitctx {
 #define GITENV_MIRROR	0x02	/* SHIMBRIDGE_MIRROR */
 #define GITENV_UPSTREAM	0x04	/* SHIMBRIDGE_UPSTREAM */
 #define GITENV_CRED	0x08	/* SHIMBRIDGE_USERNAME, SHIMBRIDGE_TOKEN (both or neither) */
-#define GITENV_POLICY	0x10	/* branch, tag and path lists */
+#define GITENV_POLICY	0x10	/* branch, tag, path and ask lists */
 #define GITENV_GIT	0x20	/* SHIMBRIDGE_GIT (required), HOME, our own path */
 #define GITENV_RELAY	0x40	/* SHIMBRIDGE_PROGRESS, SHIMBRIDGE_REFUSAL_FD */
 /* Fill ctx from our environment; the flags name what must be present and valid. */
@@ -103,6 +104,8 @@ void	 gitenv_free(struct gitctx *);
 int	 gitenv_in_list(const struct gitlist *, const char *name);
 /* Whether tag (without "refs/tags/") matches one of the protected tag patterns. */
 int	 gitenv_tag_protected(const struct gitctx *, const char *tag);
+/* Whether branch (without "refs/heads/") matches one of the ask patterns. */
+int	 gitenv_branch_asks(const struct gitctx *, const char *branch);
 /* Split a comma-separated list, dropping empty items and surrounding blanks. */
 int	 gitenv_split(const char *, char ***items, size_t *n, char **cause);
 /* Build a child's environment from nothing; free with gitenv_free_child(). */

@@ -32,7 +32,7 @@ setup_file() {
 	sb_build_resolve
 	sb_users
 	sb_tree
-	sb_shim_links git-remote-shimbridge
+	sb_shim_links git-remote-shimbridge shimbridge
 	export SB_RUNNER
 	# Private copies: a rebuild in the tree during the run must not change the binaries.
 	# The helper is never the sanitized one: ASan cannot map its shadow memory under the
@@ -99,8 +99,9 @@ setup_file() {
   "git": {"path": "/usr/bin/git", "helper": "$SB_DIR/libexec/shimbridge-git",
           "hosts": {"github.com": {"upstream": "http://127.0.0.1:$GB_UPPORT", "secret": "github"},
                     "zero.example": {"upstream": "http://127.0.0.1:$(cat "$GB_UP/zero/port")", "secret": "zero"}},
-          "no_push_branches": ["HEAD"], "ff_only_branches": ["main", "stable"],
-          "deny_paths": [".github/workflows/"], "timeout": 60}
+          "no_push_branches": ["HEAD", "release/frozen"], "ff_only_branches": ["main", "stable"],
+          "deny_paths": [".github/workflows/"], "timeout": 60,
+          "ask_branches": ["release/*"], "ask_timeout": 30}
 }
 EOF
 	sb_session alice sbt-alice '["git"]' '"repos": ["octo/demo"]'
@@ -149,7 +150,17 @@ EOF
 teardown_file() {
 	local rc=0 f
 	SB_PID=$(cat "$SB_DIR/daemon.pid" 2>/dev/null)
-	sb_stop || rc=$?
+	if [ -e "$SB_DIR/daemon.restarted" ]; then
+		# A test restarted it, so it is not our child: stop it by signal, check the same.
+		kill -TERM "$SB_PID" 2>/dev/null || { echo "daemon was not running at teardown" >&2; rc=1; }
+		sb_wait_for 20 eval "! kill -0 $SB_PID 2>/dev/null" || rc=1
+		if grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$SB_DIR/log/daemon.log"; then
+			cat "$SB_DIR/log/daemon.log" >&2
+			rc=1
+		fi
+	else
+		sb_stop || rc=$?
+	fi
 	for f in "$GB_UP/pid" "$GB_UP/zero/pid" "$GB_SPY/pid"; do
 		[ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
 	done
@@ -440,6 +451,62 @@ gb_descendants() {
 				if (q == root && p != root) print p
 			}
 		}'
+}
+
+# The admin CLI against this suite's daemon.
+adm() {
+	"$SB_BUILD/shimbridge" -c "$SB_CONFIG" "$@"
+}
+
+# gb_bgpush NAME USER DIR GIT-ARGS...: the sandbox's git in the background, as gb_as
+# runs it; its output goes to $SB_DIR/out/NAME.log, its exit status to NAME.rc.
+gb_bgpush() {
+	local n=$1 u=$2 d=$3 home w
+	shift 3
+	home=$(getent passwd "sbt-$u" | cut -d: -f6)
+	w=GB_W_$u
+	case $d in /*) ;; *) d=${!w}/t$BATS_TEST_NUMBER/$d ;; esac
+	rm -f "$SB_DIR/out/$n.log" "$SB_DIR/out/$n.rc"
+	# shellcheck disable=SC2016
+	sb_bg /bin/sh -c 'o=$1; d=$2; shift 2; cd "$d" || exit 1; "$@" >"$o.log" 2>&1
+	    echo $? >"$o.rc"' _ "$SB_DIR/out/$n" "$d" timeout -k 5 90 runuser -u "sbt-$u" -- \
+		env -i HOME="$home" PATH="$SB_DIR/bin:/usr/bin:/bin" SHIMBRIDGE_SOCKET="$SB_SOCK" \
+		LANG=C.UTF-8 GIT_CONFIG_GLOBAL="${!w}/gitconfig" GIT_TERMINAL_PROMPT=0 git "$@" \
+		</dev/null
+}
+
+# gb_bgwait NAME: wait (60 s) for a gb_bgpush to end; sets $status and $output like run,
+# and keeps the output for the token check in teardown.
+gb_bgwait() {
+	sb_wait_for 60 test -s "$SB_DIR/out/$1.rc" || { echo "push $1 did not end" >&2; return 1; }
+	status=$(cat "$SB_DIR/out/$1.rc")
+	output=$(cat "$SB_DIR/out/$1.log")
+	printf '%s\n' "$output" >>"$GB_OUT"
+}
+
+# Whether a waiting request's command contains TEXT.
+gb_has_pending() {
+	adm pending --json | grep -qF -- "$1"
+}
+
+# The id of the waiting request whose command contains TEXT (waits up to 20 s).
+gb_pending_id() {
+	sb_wait_for 20 gb_has_pending "$1" || {
+		echo "no pending request with $1:" >&2
+		adm pending >&2
+		return 1
+	}
+	adm pending --json | "$PY" -c 'import json, sys
+for e in json.load(sys.stdin):
+    if sys.argv[1] in e["command"]:
+        print(e["id"]); break' "$1"
+}
+
+# gb_askbranch USER DIR BRANCH: a clone in DIR with a new commit on a new BRANCH.
+gb_askbranch() {
+	gb_clone "$1" "$2"
+	gb_as "$1" "$2" git checkout -q -b "$3"
+	gb_commit "$1" "$2" "ask-$RANDOM.txt"
 }
 
 # --- the network operations, through the bridge -------------------------------------
@@ -1014,4 +1081,212 @@ gb_stable() {
 	[[ "$output" != *"$basic"* ]] || leaked+=" basic-credential"
 	[[ "$output" != *"$hex"* ]] || leaked+=" hex"
 	[ -z "$leaked" ] || { echo "the token reached the sandbox's output, encoded as:$leaked"; return 1; }
+}
+
+# --- approval of pushes (git.ask_branches) -------------------------------------------
+
+@test "ask: a push to an ask branch waits with one line for the agent; approved, it lands upstream" {
+	gb_askbranch alice c release/1.0
+	pushes=$(gb_up_receive)
+	gb_bgpush p1 alice c push origin release/1.0
+	id=$(gb_pending_id "release/1.0")
+	sb_wait_for 10 grep -q "waiting for the operator" "$SB_DIR/out/p1.log"
+	grep -qxF "shimbridge: waiting for the operator to approve request $id: git push https://github.com/octo/demo release/1.0" "$SB_DIR/out/p1.log"
+	run -0 adm pending
+	[[ $output == *"alice"*"git push https://github.com/octo/demo release/1.0"*"git.ask_branches"* ]]
+	# Nothing went upstream while it waits.
+	[ "$(gb_upref refs/heads/release/1.0)" = none ]
+	[ "$(gb_up_receive)" = "$pushes" ]
+	run -0 adm approve "$id"
+	[ "$output" = "approved request $id" ]
+	gb_bgwait p1
+	gb_status 0
+	[[ "$output" == *"* [new branch]"*"release/1.0 -> release/1.0"* ]]
+	[ "$(gb_upref refs/heads/release/1.0)" = "$(gb_rev alice c HEAD)" ]
+	sb_audit_grep "r['event'] == 'pending' and r['request'] == $id and r['rule'] == 'git.ask_branches' and r['session'] == 'alice' and r['tool'] == 'git'"
+	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r['decision'] == 'approve' and r['decided_by'] == 'operator' and r['operator_uid'] == 0 and r['session'] == 'alice'"
+	sb_audit_grep "r['event'] == 'git-phases' and 'approved' in r['ms'] and r['ms']['policy'] <= r['ms']['approved'] <= r['ms']['upstream']"
+	run -0 adm pending
+	[ "$output" = "no requests wait for approval" ]
+}
+
+@test "ask: denied with a reason, the agent sees it in one structured line; git reports the push rejected; upstream unchanged" {
+	gb_askbranch alice c release/deny
+	pushes=$(gb_up_receive)
+	gb_bgpush p2 alice c push origin release/deny
+	id=$(gb_pending_id "release/deny")
+	run -0 adm deny "$id" --why "release branches are cut by the release manager"
+	gb_bgwait p2
+	gb_status 1
+	[[ "$output" == *"shimbridge: refused: git push https://github.com/octo/demo release/deny (request $id): the operator denied it (release branches are cut by the release manager); do not retry it unchanged; change the approach or ask the operator"* ]]
+	[[ "$output" == *"! [remote rejected] release/deny -> release/deny"* ]]
+	[[ "$output" == *"nothing was pushed upstream"* ]]
+	[ "$(gb_upref refs/heads/release/deny)" = none ]
+	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/release/deny)" = none ]
+	[ "$(gb_up_receive)" = "$pushes" ]
+	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r['decision'] == 'deny' and r['decided_by'] == 'operator' and r['operator_uid'] == 0 and 'release manager' in r['reason']"
+	gb_audit_denied alice '"not approved (operator)"'
+}
+
+@test "ask: no answer in time is a refusal, and the call's own time limit waits meanwhile" {
+	gb_askbranch alice c release/late
+	cp "$SB_CONFIG" "$SB_DIR/out/config.json"
+	sb_json_edit "$SB_CONFIG" 'c["git"]["ask_timeout"] = 5; c["git"]["timeout"] = 3'
+	sb_reload | grep -q '"ok":true'
+	gb_bgpush p3 alice c push origin release/late
+	id=$(gb_pending_id "release/late")
+	gb_bgwait p3
+	cp "$SB_DIR/out/config.json" "$SB_CONFIG"
+	sb_reload | grep -q '"ok":true'
+	gb_status 1
+	# Refused by the approval's timeout (5 s), not stopped by git.timeout (3 s).
+	[[ "$output" == *"shimbridge: refused: git push https://github.com/octo/demo release/late (request $id): nobody approved it within 5 seconds; run it again when the operator can answer"* ]]
+	[[ "$output" != *"time limit"* ]]
+	[ "$(gb_upref refs/heads/release/late)" = none ]
+	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r['decided_by'] == 'timeout' and r['decision'] == 'deny'"
+	run -1 sb_audit_grep "r['event'] == 'done' and r.get('killed') == 'timeout' and r.get('session') == 'alice'"
+}
+
+@test "ask: --for approves identical pushes of that session; another branch, or another session, still asks" {
+	gb_askbranch alice c release/for
+	gb_bgpush p4 alice c push origin release/for
+	id=$(gb_pending_id "release/for")
+	run -0 adm approve "$id" --for 10m
+	gb_bgwait p4
+	gb_status 0
+	# The same push (new commits, same branch): no wait, no line.
+	gb_commit alice c "for-again.txt"
+	sgit alice c push origin release/for
+	gb_status 0
+	[[ "$output" != *"waiting for the operator"* ]]
+	[ "$(gb_upref refs/heads/release/for)" = "$(gb_rev alice c HEAD)" ]
+	sb_audit_grep "r['event'] == 'approval' and r['decided_by'] == 'cache --for' and r['session'] == 'alice' and r['rule'] == 'git.ask_branches'"
+	# Another branch of the same session still asks.
+	gb_as alice c git checkout -q -b release/for2
+	gb_bgpush p5 alice c push origin release/for2
+	id=$(gb_pending_id "release/for2")
+	adm deny "$id"
+	gb_bgwait p5
+	gb_status 1
+	# Bob's identical push still asks.
+	gb_clone bob c
+	gb_as bob c git checkout -q -b release/for origin/release/for
+	gb_commit bob c "for-bob.txt"
+	gb_bgpush p6 bob c push origin release/for
+	id=$(gb_pending_id "release/for")
+	adm deny "$id" --why "bob may not"
+	gb_bgwait p6
+	gb_status 1
+	[[ "$output" == *"(bob may not)"* ]]
+}
+
+@test "ask: a push to another branch does not ask, and a push the policy refuses is refused without asking" {
+	gb_askbranch alice c gb-noask
+	sgit alice c push origin gb-noask
+	gb_status 0
+	[[ "$output" != *"waiting for the operator"* ]]
+	[ "$(gb_upref refs/heads/gb-noask)" = "$(gb_rev alice c HEAD)" ]
+	# release/frozen matches release/* but takes no direct push: refused at once.
+	gb_as alice c git checkout -q -b release/frozen
+	pushes=$(gb_up_receive)
+	sgit alice c push origin release/frozen
+	gb_status 1
+	[[ "$output" == *"refusing to push to branch 'release/frozen'"* ]]
+	[[ "$output" != *"waiting for the operator"* ]]
+	[ "$(gb_up_receive)" = "$pushes" ]
+	run -1 sb_audit_grep "r['event'] == 'pending' and 'gb-noask' in r.get('command', '') + str(r)"
+	run -1 sb_audit_grep "r['event'] == 'pending' and 'release/frozen' in str(r)"
+	run -0 adm pending
+	[ "$output" = "no requests wait for approval" ]
+}
+
+@test "ask: the agent's Ctrl-C cancels the waiting push; a reload that drops the rule refuses it" {
+	gb_askbranch alice c release/intr
+	gb_bgpush p7 alice c push origin release/intr
+	id=$(gb_pending_id "release/intr")
+	pid=$(pgrep -u sbt-alice -f -- "git-remote-shimbridge" | head -n 1)
+	[ -n "$pid" ]
+	kill -INT "$pid"
+	gb_bgwait p7
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"shimbridge: refused: git push https://github.com/octo/demo release/intr (request $id): interrupted while waiting for approval; run it again if it is still needed"* ]]
+	[ "$(gb_upref refs/heads/release/intr)" = none ]
+	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r['decided_by'] == 'cancelled'"
+	# A reload that no longer asks for the branch refuses the waiting push.
+	gb_bgpush p8 alice c push origin release/intr
+	id=$(gb_pending_id "release/intr")
+	cp "$SB_CONFIG" "$SB_DIR/out/config.json"
+	sb_json_edit "$SB_CONFIG" 'c["git"]["ask_branches"] = ["hotfix/*"]'
+	sb_reload | grep -q '"ok":true'
+	gb_bgwait p8
+	cp "$SB_DIR/out/config.json" "$SB_CONFIG"
+	sb_reload | grep -q '"ok":true'
+	gb_status 1
+	[[ "$output" == *"(request $id): the bridge's configuration was reloaded and git.ask_branches no longer names branch release/intr; run it again"* ]]
+	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r['decided_by'] == 'reload'"
+	[ "$(gb_upref refs/heads/release/intr)" = none ]
+}
+
+@test "ask: the agent going away drops the waiting push; explain and list say a push there asks" {
+	gb_askbranch alice c release/gone
+	gb_bgpush p9 alice c push origin release/gone
+	id=$(gb_pending_id "release/gone")
+	pkill -KILL -u sbt-alice -f -- "git-remote-shimbridge"
+	sb_wait_for 20 eval '! gb_has_pending release/gone'
+	gb_bgwait p9
+	[ "$status" -ne 0 ]
+	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r['decided_by'] == 'cancelled' and r['reason'] == 'the connection ended while waiting'"
+	[ "$(gb_upref refs/heads/release/gone)" = none ]
+	run -0 adm explain --session alice -- git push https://github.com/octo/demo release/2.0
+	[[ $output == *"verdict:  ask"* ]]
+	[[ $output == *"rule:     git.ask_branches"* ]]
+	[[ $output == *"release/2.0"* ]]
+	run -0 adm explain --session alice -- git push https://github.com/octo/demo gb-x
+	[[ $output == *"verdict:  allow"* ]]
+	run -0 gb_as alice . shimbridge list
+	[[ $output == *"a push to release/* waits for the operator's approval"* ]]
+}
+
+@test "ask: the approver command decides a push too, as its own user" {
+	id sbt-approver >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /usr/sbin/nologin sbt-approver
+	mkdir -p "$SB_DIR/tools"
+	install -m 0755 "$SB_FIXTURES/tools/approver.sh" "$SB_DIR/tools/"
+	cp "$SB_CONFIG" "$SB_DIR/out/config.json"
+	sb_json_edit "$SB_CONFIG" 'c["approval"] = {"command": ["'"$SB_DIR"'/tools/approver.sh"], "user": "sbt-approver", "command_timeout": 10}'
+	sb_reload | grep -q '"ok":true'
+	gb_askbranch alice c release/ok
+	sgit alice c push origin release/ok
+	gb_status 0
+	[[ "$output" == *"waiting for the operator"* ]]
+	[ "$(gb_upref refs/heads/release/ok)" = "$(gb_rev alice c HEAD)" ]
+	gb_as alice c git checkout -q -b release/no
+	sgit alice c push origin release/no
+	cp "$SB_DIR/out/config.json" "$SB_CONFIG"
+	sb_reload | grep -q '"ok":true'
+	gb_status 1
+	[[ "$output" == *"the approver denied it (not this release)"* ]]
+	[ "$(gb_upref refs/heads/release/no)" = none ]
+	sb_audit_grep "r['event'] == 'approval' and r['decided_by'] == 'approver' and r['decision'] == 'approve' and r['reason'] == 'release ok'"
+	sb_audit_grep "r['event'] == 'approval' and r['decided_by'] == 'approver' and r['decision'] == 'deny'"
+	sb_wait_for 5 eval "! pgrep -u sbt-approver >/dev/null"
+	userdel sbt-approver 2>/dev/null || true
+}
+
+# Last: it restarts the daemon.
+@test "ask: the daemon stopping refuses a waiting push; nothing reaches upstream" {
+	gb_askbranch alice c release/stop
+	gb_bgpush p10 alice c push origin release/stop
+	id=$(gb_pending_id "release/stop")
+	kill -TERM "$SB_PID"
+	sb_wait_for 20 eval "! kill -0 $SB_PID 2>/dev/null"
+	gb_bgwait p10
+	[ "$status" -ne 0 ]
+	[ "$(gb_upref refs/heads/release/stop)" = none ]
+	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r['decision'] == 'deny' and r['decided_by'] == 'cancelled'"
+	! grep -q -E 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:' "$SB_DIR/log/daemon.log" || false
+	sb_start 3>&-
+	sb_keep "$SB_PID"
+	echo "$SB_PID" >"$SB_DIR/daemon.pid"
+	touch "$SB_DIR/daemon.restarted"
+	gb_canary
 }

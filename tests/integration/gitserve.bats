@@ -580,7 +580,97 @@ up_pushes() {
 	    make_wrapper "$T/bad$N.sh" "$TOKEN" version=2
 	run "$T/bad$N.sh" git-receive-pack </dev/null
 	[ "$status" -eq 128 ]
-	[[ "$output" == *"fd 3 is not a pipe"* ]]
+	[[ "$output" == *"fd 3 is not a socket or pipe"* ]]
+}
+
+# ask_wrapper ANSWER: the wrapper behind askbridge.py (the bridge's end of the refusal
+# channel, a socket pair), which answers a question with ANSWER; branches release/*
+# ask. What the bridge received ends up in $W/chan.
+ask_wrapper() {
+	printf '%s\n' "$1" >"$W/answer"
+	WRAP_ENV="SHIMBRIDGE_REFUSAL_FD=3 SHIMBRIDGE_ASK_BRANCHES='release/*' ${2:-}" \
+	    make_wrapper "$T/srv$N.sh" "$TOKEN" version=2 \
+	    /usr/bin/python3 "$FIXTURES/askbridge.py" "$W/answer" "$W/chan"
+}
+
+@test "a push to an ask branch asks the bridge on the refusal socket and waits: approved, it lands" {
+	clone
+	ask_wrapper Y SHIMBRIDGE_PHASES=1
+	git -C "$W/c" checkout -q -b release/1
+	commit_file "$W/c" r1.txt
+	cgit -C "$W/c" push origin release/1
+	[ "$status" -eq 0 ]
+	[ "$(upref refs/heads/release/1)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+	grep -qx "A create 0000000000000000000000000000000000000000 $(git -C "$W/c" rev-parse HEAD) refs/heads/release/1" "$W/chan"
+	grep -qx W "$W/chan"
+	grep -q '^T approved [0-9]*$' "$W/chan"
+	# A fast-forward asks as an update; a branch outside the list does not ask.
+	old=$(git -C "$W/c" rev-parse HEAD)
+	commit_file "$W/c" r2.txt
+	cgit -C "$W/c" push origin release/1
+	[ "$status" -eq 0 ]
+	grep -qx "A update $old $(git -C "$W/c" rev-parse HEAD) refs/heads/release/1" "$W/chan"
+	git -C "$W/c" checkout -q -b topic
+	cgit -C "$W/c" push origin topic
+	[ "$status" -eq 0 ]
+	! grep -q '^[AW]' "$W/chan" || false
+}
+
+@test "refused by the bridge, or no answer at all, the push is refused and nothing reaches upstream" {
+	clone
+	ask_wrapper "N not approved (operator)"
+	git -C "$W/c" checkout -q -b release/2
+	commit_file "$W/c" r2.txt
+	cgit -C "$W/c" push origin release/2
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"refusing push: not approved (operator)."* ]]
+	[[ "$output" == *"nothing was pushed upstream"* ]]
+	[[ "$output" == *"! [remote rejected] release/2"* ]]
+	[ "$(upref refs/heads/release/2)" = none ]
+	grep -q '^R refusing push: not approved (operator)' "$W/chan"
+	# The bridge hangs up instead of answering.
+	ask_wrapper ""
+	cgit -C "$W/c" push origin release/2
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"the bridge gave no answer about the operator's approval"* ]]
+	[ "$(upref refs/heads/release/2)" = none ]
+	# An answer that is neither Y nor N.
+	ask_wrapper "maybe"
+	cgit -C "$W/c" push origin release/2
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"was not understood"* ]]
+	[ "$(upref refs/heads/release/2)" = none ]
+	# The policy refuses first: a push to a no-push branch never asks.
+	ask_wrapper Y "SHIMBRIDGE_NO_PUSH=release/3"
+	git -C "$W/c" checkout -q -b release/3
+	cgit -C "$W/c" push origin release/3
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"refusing to push to branch 'release/3'"* ]]
+	! grep -q '^[AW]' "$W/chan" || false
+}
+
+@test "an ask branch without a socket to ask on is refused; another contract version is refused" {
+	clone
+	mkfifo "$W/refusal"
+	cat "$W/refusal" >"$W/refusal.out" 3>&- &
+	reader=$!
+	WRAP_PRE="exec 3>'$W/refusal'" WRAP_ENV="SHIMBRIDGE_REFUSAL_FD=3 SHIMBRIDGE_ASK_BRANCHES=release/*" \
+	    make_wrapper "$T/srv$N.sh" "$TOKEN" version=2
+	git -C "$W/c" checkout -q -b release/4
+	commit_file "$W/c" r4.txt
+	cgit -C "$W/c" push origin release/4
+	[ "$status" -ne 0 ]
+	wait "$reader"
+	[[ "$output" == *"there is no bridge here to ask"* ]]
+	[ "$(upref refs/heads/release/4)" = none ]
+	WRAP_ENV="SHIMBRIDGE_CONTRACT=1" make_wrapper "$T/bad$N.sh" "$TOKEN" version=2
+	run "$T/bad$N.sh" git-receive-pack </dev/null
+	[ "$status" -eq 128 ]
+	[[ "$output" == *"SHIMBRIDGE_CONTRACT is 1; this shimbridge-git speaks version 2"* ]]
+	WRAP_ENV="SHIMBRIDGE_ASK_BRANCHES=refs/tags/x,-y" make_wrapper "$T/bad$N.sh" "$TOKEN" version=2
+	run "$T/bad$N.sh" git-receive-pack </dev/null
+	[ "$status" -eq 128 ]
+	[[ "$output" == *"SHIMBRIDGE_ASK_BRANCHES has an invalid item"* ]]
 }
 
 @test "without a token, upstream's words from the hook go to the bridge as M records, not to the client" {

@@ -636,6 +636,134 @@ test_conn_pending(void **state)
 	peer_close(&p);
 }
 
+/* What the gate told a running request's op (test_conn_pending_running). */
+static struct {
+	int	 go, freed, refused;
+	char	 line[512];
+} held;
+
+static void
+held_go(struct conn *c, void *arg)
+{
+	(void)c;
+	(void)arg;
+	held.go++;
+}
+
+static void
+held_free(void *arg)
+{
+	(void)arg;
+	held.freed++;
+}
+
+static int
+held_still(struct conn *c, void *arg, const struct config *nc, char **why)
+{
+	(void)c;
+	(void)arg;
+	(void)nc;
+	(void)why;
+	return 1;
+}
+
+static void
+held_refused(struct conn *c, void *arg, const char *line, const char *reason)
+{
+	(void)c;
+	(void)arg;
+	(void)reason;
+	held.refused++;
+	snprintf(held.line, sizeof held.line, "%s", line);
+}
+
+/* Start "sh -c SCRIPT" (tool timeout 2 s), wait for its first output, then ask. */
+static uint64_t
+held_start(struct peer *p, const char *script, int timeout)
+{
+	struct pending_ask ask;
+	char req[256];
+
+	memset(&held, 0, sizeof held);
+	peer_open(p, 4242);
+	hello(p);
+	snprintf(req, sizeof req, "{\"op\": \"run\", \"tool\": \"sh\", \"argv\": [\"-c\", "
+	    "\"%s\"]}", script);
+	peer_send_str(p, FRAME_REQUEST, req);
+	pump(p, 2);
+	assert_int_equal(p->c->state, CONN_RUNNING);
+	memset(&ask, 0, sizeof ask);
+	ask.command = "git push https://github.com/octo/repo release/1";
+	ask.key = "k";
+	ask.rule = "git.ask_branches";
+	ask.timeout = timeout;
+	ask.go = held_go;
+	ask.free = held_free;
+	ask.still_asks = held_still;
+	ask.refused = held_refused;
+	pending_ask(p->c, &ask);
+	assert_int_equal(p->c->state, CONN_RUNNING);
+	assert_int_equal(approve_count(srv.approve), 1);
+	return approve_first(srv.approve)->id;
+}
+
+/*
+ * A request whose child runs already asks (a git push's hook): the conn stays
+ * CONN_RUNNING, its wall-clock limit is held while it waits and extended by the
+ * wait, a decision goes to the op, Ctrl-C refuses without signalling the child,
+ * and a child that ends while it waits drops the request.
+ */
+static void
+test_conn_pending_running(void **state)
+{
+	struct peer p;
+	char *why = NULL;
+	uint64_t id;
+	int eofs;
+
+	(void)state;
+	/* Held past its 2 s limit: the child ends by itself; the request is dropped. */
+	(void)held_start(&p, "echo started; sleep 3; echo finished", 30);
+	pump(&p, 64);
+	assert_non_null(strstr(collect(&p, FRAME_STDOUT, &eofs), "finished"));
+	expect_final(&p, FRAME_EXIT, "\"code\":0");
+	assert_int_equal(held.freed, 1);
+	assert_int_equal(held.go + held.refused, 0);
+	assert_int_equal(approve_count(srv.approve), 0);
+	peer_close(&p);
+
+	/* Approved: go runs, the child goes on and ends. */
+	id = held_start(&p, "echo started; sleep 1; echo finished", 30);
+	assert_int_equal(pending_decide(&srv, id, 1, 0, NULL, 0, 1, &why), 0);
+	assert_int_equal(held.go, 1);
+	pump(&p, 64);
+	expect_final(&p, FRAME_EXIT, "\"code\":0");
+	assert_int_equal(held.freed + held.refused, 0);
+	peer_close(&p);
+
+	/* Ctrl-C: refused with the structured line; the child is not signalled. */
+	(void)held_start(&p, "echo started; sleep 1; echo finished", 30);
+	peer_send_str(&p, FRAME_SIGNAL, "{\"signal\": \"INT\"}");
+	pump(&p, 64);
+	assert_int_equal(held.refused, 1);
+	assert_non_null(strstr(held.line, "shimbridge: refused: git push "
+	    "https://github.com/octo/repo release/1 (request "));
+	assert_non_null(strstr(held.line, "interrupted while waiting for approval"));
+	assert_non_null(strstr(collect(&p, FRAME_STDOUT, &eofs), "finished"));
+	expect_final(&p, FRAME_EXIT, "\"code\":0");
+	peer_close(&p);
+
+	/* No decision in 1 s: refused; then the wall clock runs again and stops the child. */
+	(void)held_start(&p, "echo started; exec sleep 30", 1);
+	pump(&p, 64);
+	assert_int_equal(held.refused, 1);
+	assert_non_null(strstr(held.line, "nobody approved it within 1 seconds"));
+	expect_final(&p, FRAME_ERROR, "\"code\":\"timeout\"");
+	assert_int_equal(approve_count(srv.approve), 0);
+	peer_close(&p);
+	assert_int_equal(srv.nrunning, 0);
+}
+
 int
 main(void)
 {
@@ -648,6 +776,7 @@ main(void)
 		cmocka_unit_test(test_conn_redacts_other_sessions_secrets),
 		cmocka_unit_test(test_conn_files),
 		cmocka_unit_test(test_conn_pending),
+		cmocka_unit_test(test_conn_pending_running),
 	};
 
 	if (sodium_init() < 0)

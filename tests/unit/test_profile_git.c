@@ -67,7 +67,8 @@ setup(void **state)
 	    "\"hosts\": {\"github.com\": {\"upstream\": \"https://github.com/\", "
 	    "\"secret\": \"gh\"}}, \"no_push_branches\": [\"HEAD\", \"release\"], "
 	    "\"ff_only_branches\": [\"main\", \"dev\"], \"protected_tags\": [\"v*\"], "
-	    "\"deny_paths\": [\".github/workflows/\", \"CODEOWNERS\"]}, "
+	    "\"deny_paths\": [\".github/workflows/\", \"CODEOWNERS\"], "
+	    "\"ask_branches\": [\"release/*\", \"hotfix-?\"], \"ask_timeout\": 45}, "
 	    "\"sessions\": [{\"name\": \"alice\", \"uid\": 4242, \"tools\": [\"git\"], "
 	    "\"repos\": [\"Octo/Repo\"]}]}", dir, sd, tok);
 	put(path, text);
@@ -218,6 +219,9 @@ check_env(const char *json, const char *via, int progress)
 	assert_string_equal(envbuild_get(g.env, "PATH"), "/usr/bin:/bin");
 	assert_string_equal(envbuild_get(g.env, "LANG"), "C.UTF-8");
 	assert_string_equal(envbuild_get(g.env, GITC_ENV_PHASES), "1");
+	assert_string_equal(envbuild_get(g.env, GITC_ENV_ASK), "release/*,hotfix-?");
+	snprintf(want, sizeof want, "%d", GITC_VERSION);
+	assert_string_equal(envbuild_get(g.env, GITC_ENV_VERSION), want);
 	assert_ptr_equal(g.svc, &profile_git.services[1]);
 	assert_true(g.svc->push);
 	v = envbuild_get(g.env, GITC_ENV_PROGRESS);
@@ -364,6 +368,142 @@ test_refs(void **state)
 	}
 }
 
+/* "A" records: kind, old, new, refs/heads/BRANCH, consistent and printable; nothing else. */
+static void
+test_ask_parse(void **state)
+{
+	static const char z[] = "0000000000000000000000000000000000000000";
+	static const char a[] = "1111111111111111111111111111111111111111";
+	static const char b[] = "2222222222222222222222222222222222222222";
+	/* After "update OLD NEW": nothing git could name as a branch of ours. */
+	static const char *const badref[] = {
+		"", " refs/heads/", " refs/tags/v1", " refs/heads/a b", " refs/heads/a\tb",
+		" refs/heads/-x", " refs/heads/a..b", " refs/heads/x/", " refs/heads/x.lock",
+		" refs/heads/HEAD", " refs/heads/caf\xc3\xa9", "  refs/heads/x", " refs/heads/x ",
+		" refs/heads//x", " refs/heads/a\x7f", " heads/x",
+	};
+	static const char *const badrec[] = { "", "update", "Update", "update ", "push x y z" };
+	struct profile_git_update u;
+	char rec[256], *cmd, *key, big[GITC_ASK_LINE_MAX + 64];
+	size_t i;
+
+	(void)state;
+	snprintf(rec, sizeof rec, "update %s %s refs/heads/release/2.0", a, b);
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &u), 0);
+	assert_string_equal(u.kind, GITC_ASK_UPDATE);
+	assert_string_equal(u.old, a);
+	assert_string_equal(u.new, b);
+	assert_string_equal(u.branch, "release/2.0");
+	/* The kind must agree with the object names. */
+	snprintf(rec, sizeof rec, "create %s %s refs/heads/r", z, b);
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &u), 0);
+	snprintf(rec, sizeof rec, "delete %s %s refs/heads/r", a, z);
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &u), 0);
+	snprintf(rec, sizeof rec, "force %s %s refs/heads/r", a, b);
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &u), 0);
+	snprintf(rec, sizeof rec, "update %s %s refs/heads/r", z, b);	/* a create */
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &u), -1);
+	snprintf(rec, sizeof rec, "create %s %s refs/heads/r", a, b);
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &u), -1);
+	snprintf(rec, sizeof rec, "force %s %s refs/heads/r", a, z);	/* a delete */
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &u), -1);
+	snprintf(rec, sizeof rec, "delete %s %s refs/heads/r", z, z);
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &u), -1);
+	/* Object names: one length, lowercase hex. */
+	snprintf(rec, sizeof rec, "update %s %.39s refs/heads/r", a, b);
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &u), -1);
+	snprintf(rec, sizeof rec, "update %s %s0000000000000000000000000 refs/heads/r", a, b);
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &u), -1);
+	snprintf(rec, sizeof rec, "update %.39sA %s refs/heads/r", a, b);
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &u), -1);
+	for (i = 0; i < sizeof badref / sizeof badref[0]; i++) {
+		snprintf(rec, sizeof rec, "update %s %s%s", a, b, badref[i]);
+		if (profile_git_ask_parse(rec, strlen(rec), &u) != -1)
+			fail_msg("accepted \"%s\"", rec);
+		assert_null(u.kind);
+	}
+	for (i = 0; i < sizeof badrec / sizeof badrec[0]; i++) {
+		if (profile_git_ask_parse(badrec[i], strlen(badrec[i]), &u) != -1)
+			fail_msg("accepted \"%s\"", badrec[i]);
+		assert_null(u.kind);
+	}
+	/* The length counts, not a NUL; and it is bounded. */
+	snprintf(rec, sizeof rec, "update %s %s refs/heads/rx", a, b);
+	assert_int_equal(profile_git_ask_parse(rec, strlen(rec) - 1, &u), 0);
+	assert_string_equal(u.branch, "r");
+	memset(big, 'x', sizeof big);
+	snprintf(rec, sizeof rec, "update %s %s refs/heads/", a, b);
+	memcpy(big, rec, strlen(rec));
+	assert_int_equal(profile_git_ask_parse(big, sizeof big, &u), -1);
+	assert_int_equal(profile_git_ask_parse(big, GITC_ASK_LINE_MAX, &u), 0);
+
+	/* git.ask_branches: fnmatch patterns; the config's timeout. */
+	assert_true(profile_git_asks(cfg, "release/2.0"));
+	assert_true(profile_git_asks(cfg, "hotfix-1"));
+	assert_false(profile_git_asks(cfg, "hotfix-12"));
+	assert_false(profile_git_asks(cfg, "main"));
+	assert_int_equal(cfg->git_ask_timeout, 45);
+
+	/* The operator's line in git's push syntax; the --for key. */
+	{
+		struct profile_git_update us[3];
+
+		snprintf(rec, sizeof rec, "update %s %s refs/heads/release/2.0", a, b);
+		assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &us[0]), 0);
+		snprintf(rec, sizeof rec, "force %s %s refs/heads/release/3", a, b);
+		assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &us[1]), 0);
+		snprintf(rec, sizeof rec, "delete %s %s refs/heads/release/old", a, z);
+		assert_int_equal(profile_git_ask_parse(rec, strlen(rec), &us[2]), 0);
+		profile_git_ask_command("github.com", "octo/repo", us, 3, &cmd, &key);
+		assert_string_equal(cmd, "git push https://github.com/octo/repo release/2.0 "
+		    "+release/3 :release/old");
+		assert_string_equal(key, "[\"git push\",\"github.com/octo/repo\",\"release/2.0\","
+		    "\"+release/3\",\":release/old\"]");
+		free(cmd);
+		free(key);
+	}
+}
+
+/* Config: ask_branches items are branch names or patterns, ask_timeout 1..86400. */
+static void
+test_ask_config(void **state)
+{
+	static const char *const bad[] = {
+		"\"ask_branches\": [\"refs/heads/x\"]", "\"ask_branches\": [\"a b\"]",
+		"\"ask_branches\": [\"-x\"]", "\"ask_branches\": [\"a,b\"]",
+		"\"ask_branches\": [\"\"]", "\"ask_branches\": \"release/*\"",
+		"\"ask_timeout\": 0", "\"ask_timeout\": 86401", "\"ask_timeout\": \"5\"",
+		"\"ask_branch\": [\"x\"]",
+	};
+	char path[128], text[1024], *cause = NULL;
+	struct config *c;
+	size_t i;
+
+	(void)state;
+	snprintf(path, sizeof path, "%s/ask.json", dir);
+	for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		snprintf(text, sizeof text, "{\"runner\": \"daemon\", \"state_dir\": \"%s\", "
+		    "\"git\": {\"path\": \"/usr/bin/git\", \"helper\": \"/bin/true\", %s}, "
+		    "\"sessions\": []}", dir, bad[i]);
+		put(path, text);
+		c = config_load(path, 0, &cause);
+		if (c != NULL)
+			fail_msg("accepted %s", bad[i]);
+		assert_non_null(cause);
+		free(cause);
+		cause = NULL;
+	}
+	snprintf(text, sizeof text, "{\"runner\": \"daemon\", \"state_dir\": \"%s\", "
+	    "\"git\": {\"path\": \"/usr/bin/git\", \"helper\": \"/bin/true\"}, "
+	    "\"sessions\": []}", dir);
+	put(path, text);
+	c = config_load(path, 0, &cause);
+	assert_non_null(c);
+	assert_int_equal(c->nask_branches, 0);
+	assert_int_equal(c->git_ask_timeout, 0);	/* approval.timeout applies */
+	config_unref(c);
+}
+
 int
 main(void)
 {
@@ -374,6 +514,8 @@ main(void)
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_phase),
 		cmocka_unit_test(test_refs),
+		cmocka_unit_test(test_ask_parse),
+		cmocka_unit_test(test_ask_config),
 	};
 
 	if (sodium_init() < 0)
