@@ -373,86 +373,98 @@ jail_listen_here(int *listen_fd, int *port, char **cause)
 }
 
 /*
- * A listener inside a network namespace, made from this thread and left again:
- * a new one (pid 0: with loopback brought up here) or that of process pid (a
- * pre-built jail's init, which brought its loopback up itself).
+ * Run in the network namespace ns (this thread only) and come back: a listener
+ * there. A daemon thread left in the wrong namespace is a broken invariant.
  */
 static int
-jail_netns_listen_of(pid_t pid, int *netns_fd, int *listen_fd, int *port, char **cause)
+jail_listen_in_ns(int ns, int *listen_fd, int *port, char **cause)
 {
-	char path[64];
-	int self = -1, ns = -1, s = -1, rc = -1;
+	int self, rc;
 
-	*netns_fd = *listen_fd = -1;
-	*port = 0;
 	if ((self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
 		xasprintf(cause, "cannot open this thread's network namespace: %s", strerror(errno));
 		return -1;
 	}
-	if (pid > 0) {
-		snprintf(path, sizeof path, "/proc/%ld/ns/net", (long)pid);
-		if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0 || setns(ns, CLONE_NEWNET) != 0) {
-			xasprintf(cause, "cannot enter the jail's network namespace: %s",
-			    strerror(errno));
-			if (ns >= 0)
-				close(ns);
-			close(self);
-			return -1;
-		}
-		/* The init may not have read its SETUP yet: loopback up from here too. */
-		if (jail_lo_up() != 0) {
-			xasprintf(cause, "cannot bring loopback up in the jail's namespace: %s",
-			    strerror(errno));
-			goto back;
-		}
-	} else {
-		/* unshare and setns change only the calling thread's namespace. */
-		if (unshare(CLONE_NEWNET) != 0) {
-			xasprintf(cause, "cannot create a network namespace: %s", strerror(errno));
-			close(self);
-			return -1;
-		}
-		if (jail_lo_up() != 0) {
-			xasprintf(cause, "cannot bring loopback up in the new namespace: %s",
-			    strerror(errno));
-			goto back;
-		}
-		if ((ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
-			xasprintf(cause, "cannot open the new network namespace: %s",
-			    strerror(errno));
-			goto back;
-		}
+	if (setns(ns, CLONE_NEWNET) != 0) {
+		xasprintf(cause, "cannot enter the jail's network namespace: %s", strerror(errno));
+		close(self);
+		return -1;
 	}
-	if (jail_listen_here(&s, port, cause) != 0)
-		goto back;
-	*netns_fd = ns;
-	*listen_fd = s;
-	ns = s = -1;	/* transferred */
-	rc = 0;
-back:
-	/* A daemon thread left in the wrong namespace would be a broken invariant. */
+	rc = jail_listen_here(listen_fd, port, cause);
 	if (setns(self, CLONE_NEWNET) != 0)
 		fatalx("cannot return to the daemon's network namespace: %s", strerror(errno));
 	close(self);
-	if (ns >= 0)
-		close(ns);
-	if (rc != 0)
-		*port = 0;
 	return rc;
 }
 
-/* A new netns with loopback up and a listener inside. */
+/*
+ * A new network namespace with loopback up, made from this thread and left
+ * again (unshare and setns change only the calling thread's namespace). The
+ * daemon holds it by fd from the start, so it never has to open another
+ * process's /proc/PID/ns (which would take CAP_SYS_PTRACE once that process is
+ * a runner's).
+ */
+int
+jail_netns_new(int *netns_fd, char **cause)
+{
+	int self, ns = -1, rc = -1;
+
+	*netns_fd = -1;
+	if ((self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
+		xasprintf(cause, "cannot open this thread's network namespace: %s", strerror(errno));
+		return -1;
+	}
+	if (unshare(CLONE_NEWNET) != 0) {
+		xasprintf(cause, "cannot create a network namespace: %s", strerror(errno));
+		close(self);
+		return -1;
+	}
+	if (jail_lo_up() != 0)
+		xasprintf(cause, "cannot bring loopback up in the new namespace: %s",
+		    strerror(errno));
+	else if ((ns = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+		xasprintf(cause, "cannot open the new network namespace: %s", strerror(errno));
+	else {
+		*netns_fd = ns;
+		rc = 0;
+	}
+	if (setns(self, CLONE_NEWNET) != 0)
+		fatalx("cannot return to the daemon's network namespace: %s", strerror(errno));
+	close(self);
+	return rc;
+}
+
+/* A new network namespace with loopback up and a listener inside it (jail.h). */
 int
 jail_netns_listen(int *netns_fd, int *listen_fd, int *port, char **cause)
 {
-	return jail_netns_listen_of(0, netns_fd, listen_fd, port, cause);
+	*listen_fd = -1;
+	*port = 0;
+	if (jail_netns_new(netns_fd, cause) != 0)
+		return -1;
+	if (jail_listen_in_ns(*netns_fd, listen_fd, port, cause) != 0) {
+		close(*netns_fd);
+		*netns_fd = -1;
+		return -1;
+	}
+	return 0;
 }
 
-/* A listener inside the network namespace of process pid (a pre-built jail's init). */
+/* A listener inside the network namespace ns, which the daemon made (jail.h). */
 int
-jail_netns_listen_in(pid_t pid, int *netns_fd, int *listen_fd, int *port, char **cause)
+jail_netns_listen_in(int ns, int *netns_fd, int *listen_fd, int *port, char **cause)
 {
-	return jail_netns_listen_of(pid, netns_fd, listen_fd, port, cause);
+	*netns_fd = *listen_fd = -1;
+	*port = 0;
+	if (jail_listen_in_ns(ns, listen_fd, port, cause) != 0)
+		return -1;
+	if ((*netns_fd = fcntl(ns, F_DUPFD_CLOEXEC, 3)) < 0) {
+		xasprintf(cause, "dup: %s", strerror(errno));
+		close(*listen_fd);
+		*listen_fd = -1;
+		return -1;
+	}
+	return 0;
 }
 #endif /* !SHIMBRIDGE_JAIL_INIT */
 
@@ -487,10 +499,19 @@ jail_netns_listen(int *netns_fd, int *listen_fd, int *port, char **cause)
 
 /* No network namespaces here. */
 int
-jail_netns_listen_in(pid_t pid, int *netns_fd, int *listen_fd, int *port, char **cause)
+jail_netns_listen_in(int ns, int *netns_fd, int *listen_fd, int *port, char **cause)
 {
-	(void)pid;
+	(void)ns;
 	return jail_netns_listen(netns_fd, listen_fd, port, cause);
+}
+
+/* No network namespaces here. */
+int
+jail_netns_new(int *netns_fd, char **cause)
+{
+	*netns_fd = -1;
+	xasprintf(cause, "network namespaces need Linux");
+	return -1;
 }
 
 #endif

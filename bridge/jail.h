@@ -82,10 +82,15 @@ int		jail_lo_up(void);
  */
 int		jail_netns_listen(int *netns_fd, int *listen_fd, int *port, char **cause);
 /*
- * The same inside the existing network namespace of process pid (a pre-built
- * jail's init made with JAIL_NET_NEW_LO): *netns_fd then names that namespace.
+ * The same inside the existing network namespace ns (an fd: a pre-built jail's,
+ * which the daemon made with jail_netns_new); *netns_fd is a copy of ns.
  */
-int		jail_netns_listen_in(pid_t pid, int *netns_fd, int *listen_fd, int *port,
+int		jail_netns_listen_in(int ns, int *netns_fd, int *listen_fd, int *port,
 		    char **cause);
+/*
+ * From the daemon: a new network namespace with loopback up, held by *netns_fd
+ * (close-on-exec, the caller's). 0, or -1 with *cause.
+ */
+int		jail_netns_new(int *netns_fd, char **cause);
 
 #endif

@@ -258,15 +258,15 @@ op_git_claim(struct op_git_state *st, const char *mirror)
  */
 static int
 op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_req *g,
-    pid_t warm, char *via, size_t vialen, char **cause)
+    int warm_netns, char *via, size_t vialen, char **cause)
 {
 	const struct git_host *gh = config_git_host(c->cfg, g->host);
 	struct inject_target t;
 	char *upstream, *pf = NULL, *pfwhy = NULL;
 	int lfd, port, one = 1;
 
-	/* A pre-built jail (warm > 0) has its namespace, with loopback up, already. */
-	if ((warm > 0 ? jail_netns_listen_in(warm, &st->netns, &lfd, &port, cause) :
+	/* A pre-built jail has its namespace, with loopback up, already (the daemon's). */
+	if ((warm_netns >= 0 ? jail_netns_listen_in(warm_netns, &st->netns, &lfd, &port, cause) :
 	    jail_netns_listen(&st->netns, &lfd, &port, cause)) != 0)
 		return -1;
 	/*
@@ -540,7 +540,7 @@ op_git(struct conn *c, json_t *req)
 {
 	struct profile_git_req g;
 	struct jail_spec js;
-	struct spawn_jail warm = { -1, -1 };
+	struct spawn_jail warm = SPAWN_JAIL_NONE;
 	struct op_git_state *st;
 	struct key *gk;
 	char *cause = NULL, *msg = NULL, *mdir = NULL, via[64];
@@ -619,7 +619,8 @@ op_git(struct conn *c, json_t *req)
 	 * own network namespace. Unjailed (--no-jail, for measurements only) there is
 	 * no namespace to hide a listener in, so shimbridge-git gets the token.
 	 */
-	if (jailed && op_git_inject(c, st, &g, warm.pid, via, sizeof via, &cause) != 0) {
+	if (jailed && op_git_inject(c, st, &g, warm.pid > 0 ? warm.netns : -1, via,
+	    sizeof via, &cause) != 0) {
 		conn_deny(c, ERR_INTERNAL, cause, "the bridge could not prepare git's upstream "
 		    "connection; nothing was sent. Tell the operator.");
 		goto out;

@@ -410,12 +410,26 @@ spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, int cgroup_fd,
 	unsigned char *body = NULL;
 	size_t len, i;
 	int sv[2] = { -1, -1 }, nsfd;
+	struct jail jn;
 
 	sj->pid = -1;
 	sj->ctl = -1;
+	sj->netns = -1;
 	if (spawn_init_fd < 0) {
 		xasprintf(cause, "jail: no init program (shimbridge-jail)");
 		return -1;
+	}
+	/*
+	 * A new netns with loopback up is made here and joined by the init: the
+	 * daemon holds it from the start, to listen inside it when the jail is
+	 * claimed (op-git), without opening the init's /proc/PID/ns later.
+	 */
+	if (j->netns_fd == JAIL_NET_NEW_LO) {
+		if (jail_netns_new(&sj->netns, cause) != 0)
+			return -1;
+		jn = *j;
+		jn.netns_fd = sj->netns;
+		j = &jn;
 	}
 	memset(&s, 0, sizeof s);
 	s.uid = (uint32_t)uid;
@@ -425,7 +439,7 @@ spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, int cgroup_fd,
 	s.scratch = j->tmp != NULL ? j->tmp : "";
 	if (j->nbinds > JAILMSG_BINDS_MAX) {
 		xasprintf(cause, "jail: too many binds");
-		return -1;
+		goto fail;
 	}
 	for (i = 0; i < j->nbinds; i++) {
 		s.binds[i].path = j->binds[i].path;
@@ -434,7 +448,7 @@ spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, int cgroup_fd,
 	s.nbinds = j->nbinds;
 	if ((len = jailmsg_setup_size(&s)) == 0) {
 		xasprintf(cause, "jail: the jail's paths are too long");
-		return -1;
+		goto fail;
 	}
 	body = xmalloc(len);
 	(void)jailmsg_setup_encode(body, len, &s);
@@ -468,6 +482,9 @@ spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, int cgroup_fd,
 	return 0;
 fail:
 	free(body);
+	if (sj->netns >= 0)
+		close(sj->netns);
+	sj->netns = -1;
 	if (sv[0] >= 0)
 		close(sv[0]);
 	if (sv[1] >= 0)
@@ -483,8 +500,11 @@ spawn_jail_discard(struct spawn_jail *sj)
 		(void)kill(sj->pid, SIGKILL);
 	if (sj->ctl >= 0)
 		close(sj->ctl);
+	if (sj->netns >= 0)
+		close(sj->netns);
 	sj->pid = -1;
 	sj->ctl = -1;
+	sj->netns = -1;
 }
 
 /*
@@ -609,7 +629,7 @@ spawn_jail_mntns(pid_t pid)
 static int
 spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 {
-	struct spawn_jail fresh = { -1, -1 }, *sj = r->jail->warm;
+	struct spawn_jail fresh = SPAWN_JAIL_NONE, *sj = r->jail->warm;
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, i, rc = -1;
 	int mntns = -1;
 	char *wcause = NULL;
@@ -665,6 +685,8 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 out:
 	if (r->jail->warm != NULL)
 		spawn_jail_discard(r->jail->warm);
+	if (fresh.netns >= 0)
+		close(fresh.netns);
 	if (mntns >= 0)
 		close(mntns);
 	free(wcause);

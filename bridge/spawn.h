@@ -91,7 +91,11 @@ void		 envbuild_free(struct envbuild *);
 struct spawn_jail {
 	pid_t	pid;		/* the init, a child of the daemon; -1: none */
 	int	ctl;		/* the daemon's end of its control socket */
+	int	netns;		/* JAIL_NET_NEW_LO: its network namespace, made and
+				   held by the daemon (jail_netns_new); else -1 */
 };
+
+#define SPAWN_JAIL_NONE	{ -1, -1, -1 }
 
 /*
  * Find and open shimbridge-jail at start: path, or with NULL next to the daemon

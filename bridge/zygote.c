@@ -257,6 +257,7 @@ zygote_claim(struct zygote *z, const struct session *s, const char *key, const s
 
 	out->pid = -1;
 	out->ctl = -1;
+	out->netns = -1;
 	TAILQ_FOREACH(w, &z->warm, entry) {
 		if (!w->reserved || j->tmp == NULL || strcmp(w->scratch, j->tmp) != 0)
 			continue;
@@ -264,6 +265,7 @@ zygote_claim(struct zygote *z, const struct session *s, const char *key, const s
 			*out = w->sj;
 			w->sj.pid = -1;
 			w->sj.ctl = -1;
+			w->sj.netns = -1;
 			found = 1;
 		}
 		zygote_warm_drop(z, w);

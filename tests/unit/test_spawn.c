@@ -595,7 +595,8 @@ test_jail_netns(void **state)
 
 		j.netns_fd = JAIL_NET_NEW_LO;
 		assert_int_equal(spawn_jail_start(&j, 1, 1, 0, &warm, &cause), 0);
-		assert_int_equal(jail_netns_listen_in(warm.pid, &nsfd, &lfd, &port, &cause), 0);
+		assert_true(warm.netns > 2);	/* made and held by the daemon */
+		assert_int_equal(jail_netns_listen_in(warm.netns, &nsfd, &lfd, &port, &cause), 0);
 		j.netns_fd = nsfd;
 		j.warm = &warm;
 		snprintf(script, sizeof script, "echo hello-from-warm >/dev/tcp/127.0.0.1/%d", port);
