@@ -1,7 +1,6 @@
 /* Helpers shared by the admin commands: options, safe output, files, child programs. */
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,6 +17,7 @@
 #include <jansson.h>
 
 #include "admin.h"
+#include "proc.h"
 #include "hygiene.h"
 #include "util.h"
 #include "valid.h"
@@ -462,35 +462,28 @@ int
 adm_run(char *const argv[], int quiet)
 {
 	static char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL };
-	int status, fd;
-	pid_t pid;
+	struct proc_req r;
+	struct proc p;
+	char *cause = NULL;
+	int rc;
 
 	fflush(stdout);
 	fflush(stderr);
-	if ((pid = fork()) < 0)
-		return -1;
-	if (pid == 0) {
-		if ((fd = open("/dev/null", O_RDWR)) >= 0) {
-			dup2(fd, STDIN_FILENO);
-			if (quiet) {
-				dup2(fd, STDOUT_FILENO);
-				dup2(fd, STDERR_FILENO);
-			}
-			if (fd > STDERR_FILENO)
-				close(fd);
-		}
-		users_closefrom(3);
-		execve(argv[0], argv, envp);
-		fprintf(stderr, "shimbridge: cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
+	proc_req_init(&r, argv[0], argv, envp);
+	if (!quiet) {
+		r.fd[1] = STDOUT_FILENO;
+		r.fd[2] = STDERR_FILENO;
 	}
-	while (waitpid(pid, &status, 0) < 0) {
-		if (errno != EINTR)
-			return -1;
+	if (proc_spawn(&r, &p, &cause) != 0) {
+		fprintf(stderr, "shimbridge: %s\n", cause);
+		free(cause);
+		return 127;
 	}
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	return 128 + WTERMSIG(status);
+	if ((rc = proc_wait(p.pid, &cause)) < 0) {
+		fprintf(stderr, "shimbridge: %s\n", cause);
+		free(cause);
+	}
+	return rc;
 }
 
 /* Config names: the same rule as the daemon's loader. */
