@@ -17,8 +17,8 @@
 #include <jansson.h>
 
 #include "admin.h"
-#include "proc.h"
 #include "hygiene.h"
+#include "proc.h"
 #include "util.h"
 #include "valid.h"
 
