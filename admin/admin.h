@@ -97,7 +97,10 @@ int	 adm_write_atomic(const char *dir, const char *name, const char *data, size_
 	    mode_t mode, char **cause);
 /* Create dir (one level) as a root-owned directory with mode unless it exists. */
 int	 adm_mkdir_root(const char *path, mode_t mode, char **cause);
-/* Run argv (absolute path) with a clean environment and wait: its exit status (128+N for signal N), 127 when it could not start (said on stderr), or -1. */
+/*
+ * Run argv (absolute path) with a clean environment and wait: its exit status
+ * (128+N for signal N), 127 when it could not start (said on stderr), or -1.
+ */
 int	 adm_run(char *const argv[], int quiet);
 /* Whether a name is a valid config name: 1-64 of [A-Za-z0-9_.-], not starting with . or -. */
 int	 adm_valid_name(const char *);
