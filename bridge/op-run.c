@@ -510,8 +510,9 @@ op_run(struct conn *c, json_t *req)
 	t = config_tool(c->cfg, tname);
 	if (t == NULL || !config_session_has_tool(c->session, tname)) {
 		summary = policy_allowed_summary(c->cfg, c->session);
-		xasprintf(&msg, "%s is not available in this sandbox session (not granted by "
-		    "the shimbridge policy). This session may run: %s.", tname, summary);
+		xasprintf(&msg, "shimbridge: refused: %s: it is not available in this sandbox "
+		    "session (not granted by the shimbridge policy); this session may run: %s. "
+		    "See `shimbridge list`, or ask the operator to grant it", tname, summary);
 		free(summary);
 		conn_deny(c, ERR_UNKNOWN_TOOL, "tool not granted to the session", msg);
 		goto out;

@@ -108,31 +108,27 @@ summary_tool(const struct config *c, const char *name, char *buf, size_t *len)
 	}
 }
 
-static char	*policy_summary_sep(const struct config *, const struct session *,
-		    const char *);
-
-/* A readable list of what a session may run, built from its tools' allow rules. */
+/*
+ * A readable list of what a session may run, built from its tools' allow
+ * rules, joined by " | ". It holds no ';' (one from a rule or help text of the
+ * config becomes ','), so it can end a structured refusal line.
+ */
 char *
 policy_allowed_summary(const struct config *c, const struct session *s)
 {
-	return policy_summary_sep(c, s, "; ");
-}
-
-/* What the session may run, its tools' summaries joined by sep. */
-static char *
-policy_summary_sep(const struct config *c, const struct session *s, const char *sep)
-{
-	char buf[SUMMARY_MAX];
+	char buf[SUMMARY_MAX], *p;
 	size_t len = 0, i;
 
 	buf[0] = '\0';
 	for (i = 0; i < s->ntools; i++) {
 		if (len > 0)
-			summary_add(buf, &len, sep);
+			summary_add(buf, &len, " | ");
 		summary_tool(c, s->tools[i], buf, &len);
 	}
 	if (len == 0)
 		summary_add(buf, &len, "nothing");
+	for (p = buf; (p = strchr(p, ';')) != NULL; p++)
+		*p = ',';
 	return xstrdup(buf);
 }
 
@@ -175,7 +171,7 @@ policy_quote(const char *tool, char *const *argv, size_t argc)
 /*
  * Fill a denial with the structured refusal line the agent reads (PROTOCOL.md,
  * "The structured refusal line"): what, why with the rule, and what to do
- * instead, which holds no "; " (the summaries are joined with " | ").
+ * instead, which holds no "; " (policy_allowed_summary).
  */
 static int
 policy_deny(const struct config *c, const struct session *s, const struct tool *t,
@@ -183,11 +179,8 @@ policy_deny(const struct config *c, const struct session *s, const struct tool *
     struct policy_result *res)
 {
 	char *quoted = policy_quote(t->name, argv, argc);
-	char *allowed = policy_summary_sep(c, s, " | "), *p;
+	char *allowed = policy_allowed_summary(c, s);
 
-	/* A rule or help text of the config could hold one; the last "; " is ours. */
-	for (p = allowed; (p = strchr(p, ';')) != NULL; p++)
-		*p = ',';
 	res->allowed = 0;
 	res->rule = xstrdup(rule);
 	res->reason = xstrdup(why);

@@ -64,7 +64,10 @@ int	policy_check(const struct config *, const struct session *, const struct too
 void	policy_ctx_free(struct policy_ctx *);
 /* Whether a rule's patterns match argv exactly ("**" last matches any rest). */
 int	policy_rule_matches(char *const *pat, size_t npat, char *const *argv, size_t argc);
-/* What the session may run, one short line ("gh pr list ..., gh issue ..."). */
+/*
+ * What the session may run, one short line, its tools joined by " | " and no
+ * ';' in it, so it can end a structured refusal line ("gh pr list ... | git ...").
+ */
 char	*policy_allowed_summary(const struct config *, const struct session *);
 /* What one tool of the session allows, one line (git: the remote helper's leg). */
 char	*policy_tool_summary(const struct config *, const char *tool);

@@ -206,7 +206,7 @@ now_ms() {
 		[ "$status" -eq 127 ]
 		[ -z "$output" ]
 		[ "${#stderr_lines[@]}" -eq 1 ]
-		[[ $stderr == "$t: $t is not available in this sandbox session (not granted by the shimbridge policy). This session may run: sh -c [ARGS]; "* ]]
+		[[ $stderr == "shimbridge: refused: $t: it is not available in this sandbox session (not granted by the shimbridge policy); this session may run: sh -c [ARGS] | "*". See \`shimbridge list\`, or ask the operator to grant it" ]]
 		sb_audit_grep "r['event'] == 'denied' and r['tool'] == '$t' and
 			r['reason'] == 'tool not granted to the session' and r['argv'] == ['--flag']"
 	done
