@@ -563,7 +563,14 @@ spawn_jail_run(struct spawn_jail *sj, const struct spawn_req *r, int pin, int po
 	(void)jailmsg_run_encode(body, len, (uint32_t)r->cpu_seconds, (uint32_t)nfds, r->path,
 	    r->cwd != NULL ? r->cwd : "/", r->argv, r->envp);
 	if (spawn_jail_send(sj->ctl, JAILMSG_RUN, body, len, fds, nfds) != 0) {
-		xasprintf(cause, "jail: cannot reach the init: %s", strerror(errno));
+		/*
+		 * An init whose set-up failed said why and exited, maybe before RUN
+		 * went out: its ERROR is still queued here, and names the step.
+		 */
+		int err = errno;
+
+		if (spawn_jail_reply(sj->ctl, cause) >= 0)	/* < 0 filled *cause */
+			xasprintf(cause, "jail: cannot reach the init: %s", strerror(err));
 		goto out;
 	}
 	if ((step = spawn_jail_reply(sj->ctl, cause)) != JAILMSG_READY)
