@@ -199,14 +199,14 @@ job_notify(struct job *j)
 	return job_unbusy(j);
 }
 
-/* Reaped and drained: the job is closed. */
-static void
+/* Reaped and drained: the job is closed. 1 if the owner freed it meanwhile (gone). */
+static int
 job_check_closed(struct job *j)
 {
 	if (j->state != JOB_DEAD || j->fd_out >= 0 || j->fd_err >= 0)
-		return;
+		return 0;
 	job_set_state(j, JOB_CLOSED);
-	(void)job_notify(j);
+	return job_notify(j);
 }
 
 /* Close one output stream and tell the owner; 1 if the job is gone. */
@@ -227,7 +227,9 @@ job_close_stream(struct job *j, enum job_stream s)
 		if (job_unbusy(j))
 			return 1;
 	}
-	job_check_closed(j);
+	/* The owner may free the job when told it is closed: j is not read after. */
+	if (job_check_closed(j))
+		return 1;
 	return j->freed;
 }
 
@@ -563,7 +565,7 @@ job_reaped(pid_t pid, int status)
 		(void)kill(-pid, SIGKILL);
 		if (job_notify(j))
 			return 1;
-		job_check_closed(j);
+		(void)job_check_closed(j);
 		return 1;
 	}
 	return 0;

@@ -281,6 +281,29 @@ test_job_pause_and_free_in_callback(void **state)
 	event_base_free(base);
 }
 
+/*
+ * Reaped first, drained after (a leftover of the group held the pipe until the
+ * reaper killed it): the owner frees the job when told it is closed, from the
+ * stream's EOF; nothing may read the job after that (ASan build).
+ */
+static void
+test_job_free_on_closed_after_reap(void **state)
+{
+	struct event_base *base = event_base_new();
+	struct seen sn;
+
+	(void)state;
+	start(base, "(sleep 30; echo late) & echo early", &sn);
+	sn.free_on_closed = 1;
+	loop_until(base, is_closed, &sn);
+	assert_null(sn.job);
+	assert_int_equal(sn.nstate, 2);
+	assert_int_equal(sn.states[0], JOB_DEAD);
+	assert_int_equal(sn.states[1], JOB_CLOSED);
+	assert_string_equal(sn.out, "early\n");
+	event_base_free(base);
+}
+
 /* Freeing a running job kills its group; the reaper then finds no job. */
 static void
 test_job_free_running(void **state)
@@ -370,6 +393,7 @@ main(void)
 		cmocka_unit_test(test_job_stdin),
 		cmocka_unit_test(test_job_dead_not_drained),
 		cmocka_unit_test(test_job_pause_and_free_in_callback),
+		cmocka_unit_test(test_job_free_on_closed_after_reap),
 		cmocka_unit_test(test_job_free_running),
 		cmocka_unit_test(test_job_wait),
 		cmocka_unit_test(test_job_orphan_scan_keeps_all),
