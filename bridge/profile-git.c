@@ -24,6 +24,7 @@
 #include "keyring.h"
 #include "spawn.h"
 #include "util.h"
+#include "valid.h"
 
 /* What a sandbox's git may ask for: fetch/clone/ls-remote and push. */
 static const struct profile_service profile_git_services[] = {
@@ -582,19 +583,6 @@ profile_git_asks(const struct config *c, const char *branch)
 	return 0;
 }
 
-/* Whether p[0..n) is n lowercase hex digits. */
-static int
-profile_git_hex(const char *p, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
-			return 0;
-	}
-	return 1;
-}
-
 /*
  * Parse the text of an "A" record (common/gitcontract.h): "<kind> <old> <new>
  * refs/heads/<branch>". The runner wrote it, so everything is checked: a known
@@ -627,7 +615,7 @@ profile_git_ask_parse(const char *p, size_t len, struct profile_git_update *u)
 		goto bad;
 	hl = (size_t)(sp - p);
 	if ((hl != 40 && hl != 64) || (size_t)(end - sp) < hl + 2 || sp[hl + 1] != ' ' ||
-	    !profile_git_hex(p, hl) || !profile_git_hex(sp + 1, hl))
+	    !valid_hex_lower(p, hl) || !valid_hex_lower(sp + 1, hl))
 		goto bad;
 	memcpy(u->old, p, hl);
 	memcpy(u->new, sp + 1, hl);

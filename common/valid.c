@@ -24,3 +24,16 @@ valid_repo(const char *s)
 	}
 	return 1;
 }
+
+/* Whether s[0..n) is n lowercase hex digits. */
+int
+valid_hex_lower(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	}
+	return 1;
+}

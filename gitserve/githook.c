@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "valid.h"
 #include "gitserve.h"
 
 #define GITHOOK_SHOW_MAX	10	/* offending paths listed before we stop looking */
@@ -43,19 +44,6 @@ struct githook_scan {
 struct githook_report {
 	struct gitbuf		 rejected;	/* rendered "!" lines, '\n'-separated */
 };
-
-/* Whether s is n lowercase hex digits. */
-static int
-githook_is_hex(const char *s, size_t n)
-{
-	size_t	i;
-
-	for (i = 0; i < n; i++) {
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	}
-	return 1;
-}
 
 /* Whether an object name is all zeros (no object). */
 static int
@@ -94,7 +82,7 @@ githook_parse_line(const char *line, size_t len, struct githook_update *u, char 
 		return -1;
 	}
 	sp2 = line + 2 * hexlen + 1;
-	if (!githook_is_hex(line, hexlen) || !githook_is_hex(sp1 + 1, hexlen) ||
+	if (!valid_hex_lower(line, hexlen) || !valid_hex_lower(sp1 + 1, hexlen) ||
 	    memchr(sp2 + 1, ' ', len - (sp2 + 1 - line)) != NULL) {
 		xasprintf(cause, "malformed ref update line");
 		return -1;
@@ -298,7 +286,7 @@ githook_scan_cb(const char *rec, size_t len, void *arg)
 	struct githook_scan	*s = arg;
 	size_t			 i;
 
-	if ((len == 40 || len == 64) && githook_is_hex(rec, len))
+	if ((len == 40 || len == 64) && valid_hex_lower(rec, len))
 		memcpy(s->commit, rec, len + 1);	/* probably a commit: remember it */
 	for (i = 0; i < s->ctx->deny.n; i++) {
 		if (!githook_path_denied(rec, len, s->ctx->deny.v[i]))
