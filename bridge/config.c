@@ -872,7 +872,7 @@ parse_main(struct loader *l, json_t *root, struct config *c)
 	static const char *const stkeys[] = { "path", "key", "key_credential", NULL };
 	static const char *const skeys[] = { "path", "group", "mode", NULL };
 	static const char *const lkeys[] = { "max_connections", "max_per_session",
-	    "handshake_timeout", "kill_grace", "jail_pool", NULL };
+	    "handshake_timeout", "kill_grace", "jail_pool", "scratch_tmpfs", NULL };
 	json_t *sock, *lim, *tools, *sessions, *e;
 	const char *k;
 	long long v;
@@ -965,6 +965,10 @@ parse_main(struct loader *l, json_t *root, struct config *c)
 		if (get_int(l, lim, "limits", "jail_pool", 0, 64, &v) != 0)
 			return -1;
 		c->jail_pool = (int)v;
+		v = c->scratch_tmpfs;
+		if (get_int(l, lim, "limits", "scratch_tmpfs", 0, 1048576, &v) != 0)
+			return -1;
+		c->scratch_tmpfs = (int)v;
 	}
 	if (parse_secrets(l, json_object_get(root, "secrets"), "secrets", &c->secrets,
 	    &c->nsecrets) != 0)
@@ -1334,6 +1338,7 @@ config_load(const char *path, int no_secrets, char **cause)
 	c->handshake_timeout = 10;
 	c->kill_grace = 2;
 	c->jail_pool = 2;
+	c->scratch_tmpfs = 1024;
 	c->git_timeout = 600;
 	c->approval.timeout = 300;
 	c->approval.command_timeout = 60;

@@ -141,6 +141,7 @@ struct config {
 	int		  handshake_timeout;
 	int		  kill_grace;
 	int		  jail_pool;	/* pre-built jails per session and tool (zygote.h) */
+	int		  scratch_tmpfs; /* MiB of tmpfs for state_dir/run; 0: on disk */
 	struct tool	 *tools;
 	size_t		  ntools;
 	struct secret_src *secrets;

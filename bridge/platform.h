@@ -13,6 +13,8 @@ int	platform_peercred(int fd, uid_t *uid, gid_t *gid, pid_t *pid);
 int	platform_harden_self(void);
 /* Become the reaper of orphaned descendants, so detached grandchildren come back to us. */
 int	platform_subreaper(void);
+/* A tmpfs of at most mib MiB on dir, seen by the daemon and its children only. */
+int	platform_private_tmpfs(const char *dir, int mib, char **cause);
 /*
  * Kill every child of ours for which keep(pid) is 0 (escaped grandchildren).
  * Returns how many. Reads /proc/self/task/TID/children whole: the cost follows

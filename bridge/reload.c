@@ -76,6 +76,8 @@ reload_config(struct server *srv)
 	}
 	if (strcmp(nc->socket_path, srv->cfg->socket_path) != 0)
 		log_warnx("socket path changes take effect at restart");
+	if (nc->scratch_tmpfs != srv->cfg->scratch_tmpfs)
+		log_warnx("limits.scratch_tmpfs changes take effect at restart");
 	audit_checkpoint_every(nc->audit_checkpoint_interval);
 	if (audit_sign_key_config(nc->audit_sign_key, nc->audit_sign_key_credential,
 	    &cause) != 0) {

@@ -398,6 +398,16 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	if (hygiene_mkdir_root(srv.scratch_dir, 0711, 1, cause) != 0)
 		goto out;
 	server_clean_scratch(srv.scratch_dir);
+	if (cfg->scratch_tmpfs > 0) {
+		char *why = NULL;
+
+		if (platform_private_tmpfs(srv.scratch_dir, cfg->scratch_tmpfs, &why) == 0)
+			log_info("scratch directories in memory (tmpfs of %d MiB on %s)",
+			    cfg->scratch_tmpfs, srv.scratch_dir);
+		else
+			log_warnx("scratch directories on disk in %s: %s", srv.scratch_dir, why);
+		free(why);
+	}
 	if (hygiene_mkdir_root(srv.mirror_dir, 0711, 1, cause) != 0)
 		goto out;
 	audit_syslog(cfg->audit_syslog);

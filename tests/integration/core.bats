@@ -334,10 +334,10 @@ now_ms() {
 	[ "$(ps -o pgid= -p "$child" | tr -d ' ')" = "$child" ]
 	cwd=$(readlink "/proc/$child/cwd")
 	[[ $cwd == "$SB_DIR/state/run/"* ]]
-	[ "$(stat -c '%U %a' "$cwd")" = "$SB_RUNNER 700" ]
+	[ "$(stat -L -c '%U %a' "/proc/$child/cwd")" = "$SB_RUNNER 700" ]
 	grep -qE '^Max core file size +0 +0 +bytes' "/proc/$child/limits"
 	wait "$bg"
-	sb_wait_for 1 test ! -e "$cwd"
+	sb_wait_for 1 test ! -e "$(sb_dview "$cwd")"
 
 	# The same facts as the child sees them.
 	run --separate-stderr as_t 30 sbt-alice report
@@ -348,10 +348,44 @@ now_ms() {
 	[ "${lines[3]}" = "home ${lines[2]#cwd }" ]
 	[ "${lines[4]}" = "fds 0 1 2" ]
 	[ "${lines[5]}" = "NoNewPrivs: 1" ]
-	sb_wait_for 1 test ! -e "${lines[2]#cwd }"
+	sb_wait_for 1 test ! -e "$(sb_dview "${lines[2]#cwd }")"
 	# Nothing left behind in the scratch parent (but the directories of the jails
 	# built in advance for the next calls, docs/JAIL.md).
 	[ -z "$(sb_scratch_leftovers "$SB_DIR/state/run" "$SB_RUNNER")" ]
+}
+
+@test "scratch directories: in the daemon's own tmpfs, unseen by the host; limits.scratch_tmpfs 0 keeps them on disk" {
+	local m=mk-tmpfs-$RANDOM child cwd rc=0
+	grep -q "scratch directories in memory (tmpfs of 1024 MiB on $SB_DIR/state/run)" \
+	    "$SB_DIR/log/daemon.log"
+	as_t 30 sbt-alice sh -c "sleep 2; : $m" >/dev/null 2>&1 3>&- &
+	local bg=$!
+	child=$(pid_of "$SB_RUNNER" "$m")
+	cwd=$(readlink "/proc/$child/cwd")
+	[[ $cwd == "$SB_DIR/state/run/"* ]]
+	[ "$(stat -f -L -c %T "/proc/$child/cwd")" = tmpfs ]
+	[ -d "$(sb_dview "$cwd")" ]
+	[ ! -e "$cwd" ]
+	wait "$bg"
+	# On disk: the host sees the call's directory while it runs, and not after.
+	local n
+	core_stop
+	cp -p "$SB_CONFIG" "$SB_DIR/etc/disk.json"
+	sb_json_edit "$SB_DIR/etc/disk.json" 'c.setdefault("limits", {})["scratch_tmpfs"] = 0'
+	n=$(wc -l <"$SB_DIR/log/daemon.log")
+	SB_CONFIG=$SB_DIR/etc/disk.json core_start
+	m=mk-disk-$RANDOM
+	as_t 30 sbt-alice sh -c "sleep 2; : $m" >/dev/null 2>&1 3>&- &
+	bg=$!
+	child=$(pid_of "$SB_RUNNER" "$m")
+	cwd=$(readlink "/proc/$child/cwd")
+	[ -d "$cwd" ] && [ "$(stat -c '%U %a' "$cwd")" = "$SB_RUNNER 700" ] || rc=1
+	wait "$bg"
+	sb_wait_for 2 test ! -e "$cwd" || rc=1
+	tail -n +"$((n + 1))" "$SB_DIR/log/daemon.log" | grep -q "scratch directories in memory" && rc=1
+	core_stop
+	core_start
+	[ "$rc" -eq 0 ]
 }
 
 @test "timeout kills the whole group: exit 124 after ~2 s, no runner process left" {

@@ -423,7 +423,7 @@ for f in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") +
 	# ... and no token anywhere.
 	run ! grep -aqF "$GH_TOKEN_VALUE" "$T/proc.dump"
 	# The scratch directory of the running call: not listable, not enterable by her.
-	scratch=$(ls "$SB_DIR/state/run")
+	scratch=$(ls "$(sb_dview "$SB_DIR/state/run")")
 	[ -n "$scratch" ]
 	run ! as sbt-alice ls "$SB_DIR/state/run"
 	for p in $scratch; do

@@ -104,6 +104,6 @@ gha() {
 @test "no gh socket or scratch directory is left after the calls" {
 	# Only the (empty) directories of the jails built in advance for the next calls.
 	[ -z "$(sb_scratch_leftovers "$SB_DIR/state/run" "$SB_RUNNER")" ]
-	run find "$SB_DIR/state/run" -mindepth 2
+	run find "$(sb_dview "$SB_DIR/state/run")" -mindepth 2
 	[ -z "$output" ]
 }

@@ -429,7 +429,7 @@ pool_is() {
 	for p in $old; do
 		run ! kill -0 "$p"
 	done
-	[ -z "$(find "$SB_DIR/state/run" -mindepth 1 -maxdepth 1 -user "$RUN_B")" ]
+	[ -z "$(find "$(sb_dview "$SB_DIR/state/run")" -mindepth 1 -maxdepth 1 -user "$RUN_B")" ]
 	run --separate-stderr as_t 30 sbt-bob sh -c 'echo hi'
 	[ "$status" -ne 0 ]
 	# Put bob back; his calls work again with fresh jails, then pooled ones.

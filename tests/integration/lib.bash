@@ -628,15 +628,29 @@ sb_no_runner() {
 	[ -z "$(sb_runner_procs "$SB_RUNNER")" ]
 }
 
-# Entries of the scratch parent $1 (state_dir/run) that no jail waiting in the pool
-# for the users in $2 holds (each waiting jail has its own scratch dir bound in).
+# PATH as the running daemon ($SB_PID) sees it: its scratch directories (state_dir/run)
+# are on a tmpfs in a mount namespace of its own (limits.scratch_tmpfs), which the
+# host's namespace does not show. PATH itself once the daemon is gone.
+sb_dview() {
+	if [ -n "${SB_PID:-}" ] && [ -d "/proc/$SB_PID/root/" ]; then
+		printf '/proc/%s/root%s\n' "$SB_PID" "$1"
+	else
+		printf '%s\n' "$1"
+	fi
+}
+
+# Entries of the scratch parent $1 (state_dir/run, as the daemon sees it) that no jail
+# waiting in the pool for the users in $2 holds (each waiting jail has its own scratch
+# dir bound in).
 sb_scratch_leftovers() {
-	local held=" " p d
+	local held=" " p d view
+	view=$(sb_dview "$1")
 	for p in $(sb_pool_pids "$2"); do
 		held+="$(awk '{print $5}' "/proc/$p/mountinfo" 2>/dev/null | tr '\n' ' ')"
 	done
-	for d in "$1"/* "$1"/.[!.]*; do
+	for d in "$view"/* "$view"/.[!.]*; do
 		[ -e "$d" ] || continue
+		d=$1/${d##*/}
 		[[ $held == *" $d "* ]] || echo "$d"
 	done
 	return 0
