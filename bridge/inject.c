@@ -42,6 +42,7 @@
 #include <sodium.h>
 
 #include "inject.h"
+#include "pushcmd.h"
 
 #define INJECT_MAX_EXCHANGES	64		/* in flight per injector */
 #define INJECT_HIGH_WATER	(256 * 1024)	/* downstream bytes before upstream pauses */
@@ -92,6 +93,8 @@ struct exchange {
 	int				 up_error_set;
 	unsigned long long		 bytes_up;
 	unsigned long long		 bytes_down;
+	unsigned char			*advert;	/* the start of an advertisement, or NULL */
+	size_t				 nadvert;
 };
 TAILQ_HEAD(exchanges, exchange);
 
@@ -115,6 +118,8 @@ struct inject {
 	void			(*audit)(void *, const char *, int, unsigned long long,
 				    unsigned long long, const char *);
 	void			(*prefetched)(void *, const unsigned char *, size_t);
+	int			(*push_check)(void *, const struct pushcmd *, size_t, char **);
+	void			(*advertised)(void *, const unsigned char *, size_t);
 	void			*arg;
 	struct exchanges	 live;
 	unsigned int		 nlive;
@@ -523,6 +528,7 @@ inject_exchange_free(struct exchange *ex)
 		if (ex->pf->state == PF_PENDING)
 			inject_prefetch_fail(ex->pf, inj);	/* never connected */
 	}
+	free(ex->advert);
 	TAILQ_REMOVE(&inj->live, ex, entry);
 	inj->nlive--;
 	free(ex->summary);
@@ -686,6 +692,9 @@ inject_up_chunk_cb(struct evhttp_request *up, void *arg)
 		return;
 	}
 	ex->bytes_down += evbuffer_get_length(buf);
+	if (ex->advert != NULL && ex->status == 200 && ex->nadvert < INJECT_ADVERT_MAX)
+		ex->nadvert += (size_t)evbuffer_copyout(buf, ex->advert + ex->nadvert,
+		    INJECT_ADVERT_MAX - ex->nadvert);
 	evhttp_send_reply_chunk_with_cb(ex->down, buf, inject_drained_cb, ex);
 	if (evbuffer_get_length(bufferevent_get_output(evhttp_connection_get_bufferevent(dc)))
 	    > INJECT_HIGH_WATER && ex->up_conn != NULL) {
@@ -761,6 +770,8 @@ inject_up_done_cb(struct evhttp_request *up, void *arg)
 		inject_reap(ex);
 		return;
 	}
+	if (ex->advert != NULL && ex->status == 200 && ex->inj->advertised != NULL)
+		ex->inj->advertised(ex->inj->arg, ex->advert, ex->nadvert);
 	if (ex->down != NULL) {
 		struct evhttp_connection *dc = evhttp_request_get_connection(ex->down);
 
@@ -1070,6 +1081,50 @@ inject_header_count(struct evkeyvalq *h, const char *name)
 	return n;
 }
 
+/* Whether the request target uri ends with tail. */
+static int
+inject_path_ends(const char *uri, const char *tail)
+{
+	size_t n = strlen(uri), t = strlen(tail);
+
+	return n >= t && strcmp(uri + n - t, tail) == 0;
+}
+
+/*
+ * A push (POST .../git-receive-pack) goes upstream only if the daemon's own
+ * reading of its ref updates passes the push_check callback: 0 to go on, -1 when
+ * it was refused (answered and audited here).
+ */
+static int
+inject_push_checked(struct inject *inj, struct exchange *ex, const char *uri,
+    const struct httppolicy_req *preq)
+{
+	struct pushcmd *u = NULL;
+	const char *bad;
+	char *why = NULL, msg[600];
+	size_t n;
+	int rc;
+
+	if (inj->push_check == NULL || ex->cmd != EVHTTP_REQ_POST ||
+	    !inject_path_ends(uri, "/git-receive-pack"))
+		return 0;
+	if (pushcmd_parse(preq->body, preq->body_len, &u, &n, &bad) != 0) {
+		snprintf(msg, sizeof msg, "shimbridge: the push was not sent: %s", bad);
+		inject_refuse(ex, 403, msg);
+		return -1;
+	}
+	rc = inj->push_check(inj->arg, u, n, &why);
+	free(u);
+	if (rc != 0) {
+		snprintf(msg, sizeof msg, "shimbridge: the push was not sent: %s",
+		    why != NULL ? why : "refused by the push policy");
+		free(why);
+		inject_refuse(ex, 403, msg);
+		return -1;
+	}
+	return 0;
+}
+
 /* A request from the tool: check it, then resolve and forward, or refuse. */
 static void
 inject_request_cb(struct evhttp_request *req, void *arg)
@@ -1191,6 +1246,11 @@ inject_request_cb(struct evhttp_request *req, void *arg)
 		goto reap;
 	}
 	httppolicy_verdict_free(&v);
+	if (inj->api == HTTP_API_GIT && inject_push_checked(inj, ex, uri, &preq) != 0)
+		goto reap;
+	if (inj->api == HTTP_API_GIT && inj->advertised != NULL && ex->cmd == EVHTTP_REQ_GET &&
+	    inject_path_ends(uri, "/info/refs?service=git-upload-pack"))
+		ex->advert = malloc(INJECT_ADVERT_MAX);	/* NULL: not looked at */
 	if (inject_prefetch_take(inj, ex))
 		return;
 	inject_resolve(ex);
@@ -1344,6 +1404,8 @@ inject_new(struct event_base *base, int listen_fd, const struct inject_target *t
 	inj->secret = t->secret;
 	inj->audit = t->audit;
 	inj->prefetched = t->prefetched;
+	inj->push_check = t->push_check;
+	inj->advertised = t->advertised;
 	inj->arg = t->arg;
 	inj->max_body = t->max_body != 0 ? t->max_body : t->api == HTTP_API_GIT ?
 	    INJECT_MAX_BODY_GIT : INJECT_MAX_BODY_API;

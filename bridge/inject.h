@@ -22,6 +22,8 @@ struct event_base;
 #define INJECT_MAX_BODY_GIT	(1024 * 1024 * 1024)	/* git pushes (receive-pack) */
 #define INJECT_TIMEOUT		60			/* connect, TLS and idle, each way */
 
+struct pushcmd;
+
 enum inject_auth {
 	INJECT_AUTH_TOKEN,	/* "Authorization: token S" */
 	INJECT_AUTH_BASIC,	/* "Authorization: Basic base64(username:S)" */
@@ -62,10 +64,24 @@ struct inject_target {
 	 * 200, too large, dropped).
 	 */
 	void		(*prefetched)(void *arg, const unsigned char *body, size_t len);
+	/*
+	 * Optional, git: the ref updates of each POST .../git-receive-pack the policy
+	 * let through (pushcmd.h), before anything goes upstream; 0 lets it go, -1 with
+	 * *why (allocated) refuses it. A body whose updates cannot be read is refused.
+	 */
+	int		(*push_check)(void *arg, const struct pushcmd *u, size_t n, char **why);
+	/*
+	 * Optional, git: the first INJECT_ADVERT_MAX bytes of each 200 answer to
+	 * GET .../info/refs?service=git-upload-pack relayed to the tool (upstream's ref
+	 * advertisement: its default branch). The prefetch's comes by prefetched.
+	 */
+	void		(*advertised)(void *arg, const unsigned char *body, size_t len);
 	void		*arg;
 };
 
 struct inject;
+
+#define INJECT_ADVERT_MAX	8192
 
 /*
  * Serve HTTP on listen_fd (a listening socket, transferred: closed by

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@
 #include "log.h"
 #include "ops.h"
 #include "proto.h"
+#include "pushcmd.h"
 #include "redact.h"
 #include "request.h"
 #include "secret.h"
@@ -61,6 +63,8 @@ struct op_git_state {
 	struct inject		*inj;		/* its upstream leg's injector, or NULL */
 	struct profile_git_update *asks;	/* the question's updates, or NULL */
 	size_t			 nasks;
+	int			 approved;	/* ...and the answer was yes */
+	char			*head;		/* upstream's default branch, or NULL */
 	char			*secret_name;
 	char			*host;		/* as configured */
 	char			*repo;		/* OWNER/NAME, the injector's scope */
@@ -68,6 +72,8 @@ struct op_git_state {
 	struct httppolicy_scope	 scope;
 	struct timespec		 spawned;	/* when the child was started */
 };
+
+static void	op_git_advertised(void *, const unsigned char *, size_t);
 
 /* Every request that has a mirror (for op_git_claim). */
 static TAILQ_HEAD(, op_git_state) op_git_live = TAILQ_HEAD_INITIALIZER(op_git_live);
@@ -96,6 +102,7 @@ op_git_state_free(void *arg)
 		close(st->refusal);
 	free(st->in);
 	free(st->asks);
+	free(st->head);
 	free(st->host);
 	free(st->secret_name);
 	free(st->repo);
@@ -191,12 +198,108 @@ op_git_prefetched(void *arg, const unsigned char *body, size_t len)
 	char *msg;
 	size_t mlen;
 
+	op_git_advertised(st, body, len);
 	if (body == NULL || profile_git_refs(body, len, &msg, &mlen) != 0) {
 		op_git_refs_say(st, "none\n", 5);
 		return;
 	}
 	op_git_refs_say(st, msg, mlen);
 	free(msg);
+}
+
+/*
+ * The push's ref updates as the injector read them from the request it is about
+ * to send upstream (inject.h): the policy the mirror's hook applied in the jail,
+ * applied again by the daemon to what actually leaves, so that a shimbridge-git
+ * that was made to skip its hook still cannot move what the policy protects.
+ * What needs the objects (fast-forward, denied paths) stays with the hook.
+ */
+static int
+op_git_push_check(void *arg, const struct pushcmd *u, size_t n, char **why)
+{
+	struct op_git_state *st = arg;
+	const struct config *cfg = st->c->cfg;
+	const char *name;
+	size_t i, j;
+	int create, del, head_rule = 0, ok;
+
+	for (i = 0; i < cfg->nno_push_branches; i++)
+		head_rule |= strcmp(cfg->no_push_branches[i], "HEAD") == 0;
+	for (i = 0; i < n; i++) {
+		create = pushcmd_zero(u[i].old);
+		del = pushcmd_zero(u[i].new);
+		if (create && del) {
+			xasprintf(why, "%.200s: nothing to create or delete", u[i].ref);
+			return -1;
+		}
+		if (strncmp(u[i].ref, "refs/tags/", 10) == 0 && u[i].ref[10] != '\0') {
+			name = u[i].ref + 10;
+			for (j = 0; !create && j < cfg->nprotected_tags; j++) {
+				if (fnmatch(cfg->protected_tags[j], name, 0) == 0) {
+					xasprintf(why, "tag %.200s is protected: it may be created, "
+					    "never moved or deleted", name);
+					return -1;
+				}
+			}
+			continue;
+		}
+		if (strncmp(u[i].ref, "refs/heads/", 11) != 0 || u[i].ref[11] == '\0') {
+			xasprintf(why, "%.200s is neither a branch nor a tag", u[i].ref);
+			return -1;
+		}
+		name = u[i].ref + 11;
+		if (strcmp(name, "HEAD") == 0) {
+			xasprintf(why, "a branch named HEAD is refused");
+			return -1;
+		}
+		for (j = 0; j < cfg->nno_push_branches; j++) {
+			if (strcmp(cfg->no_push_branches[j], name) == 0) {
+				xasprintf(why, "branch %.200s takes no direct push", name);
+				return -1;
+			}
+		}
+		if (head_rule && st->head == NULL) {
+			xasprintf(why, "upstream's default branch, which takes no direct push, "
+			    "is not known to the bridge (no ref advertisement came through it)");
+			return -1;
+		}
+		if (head_rule && strcmp(st->head, name) == 0) {
+			xasprintf(why, "branch %.200s is upstream's default branch and takes no "
+			    "direct push", name);
+			return -1;
+		}
+		for (j = 0; del && j < cfg->nprotected_branches; j++) {
+			if (strcmp(cfg->protected_branches[j], name) == 0) {
+				xasprintf(why, "branch %.200s may not be deleted", name);
+				return -1;
+			}
+		}
+		if (!profile_git_asks(cfg, name))
+			continue;
+		/* Approved in this call: that branch, to that commit (upstream may have moved). */
+		for (j = 0, ok = 0; st->approved && j < st->nasks; j++)
+			ok |= strcmp(st->asks[j].branch, name) == 0 &&
+			    strcmp(st->asks[j].new, u[i].new) == 0;
+		if (!ok) {
+			xasprintf(why, "a push to branch %.200s needs approval, and this update "
+			    "was not approved", name);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Upstream's ref advertisement passed through the injector: learn its default branch. */
+static void
+op_git_advertised(void *arg, const unsigned char *body, size_t len)
+{
+	struct op_git_state *st = arg;
+	char *head;
+
+	if (body == NULL || (head = profile_git_head(body, len)) == NULL)
+		return;
+	free(st->head);
+	st->head = head;
 }
 
 /*
@@ -294,6 +397,8 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_
 	t.secret = op_git_secret;
 	t.audit = op_git_audit;
 	t.prefetched = op_git_prefetched;
+	t.push_check = op_git_push_check;
+	t.advertised = op_git_advertised;
 	t.arg = st;
 	st->inj = inject_new(c->srv->base, lfd, &t, cause);	/* lfd transferred */
 	free(upstream);
@@ -363,6 +468,7 @@ op_git_answer(struct op_git_state *st, int yes, const char *reason)
 	size_t i, len;
 
 	st->waiting = 0;
+	st->approved = yes;
 	if (st->refusal == -1)
 		return;
 	if (yes)

@@ -570,6 +570,51 @@ bad:
 	return -1;
 }
 
+char *
+profile_git_head(const unsigned char *adv, size_t len)
+{
+	static const char cap[] = "symref=HEAD:refs/heads/";
+	const char *p = (const char *)adv, *end = p + len, *line, *nul, *c, *e;
+	size_t n, w;
+	int pl, section = 0;
+
+	while (end - p >= 4 && (pl = profile_git_hex4(p)) >= 0) {
+		if (pl == 0) {
+			p += 4;
+			if (++section == 2)
+				return NULL;
+			continue;
+		}
+		if (pl < 4 || end - p < pl)
+			return NULL;
+		line = p + 4;
+		n = (size_t)pl - 4;
+		p += pl;
+		if (section == 0)
+			continue;	/* "# service=git-upload-pack" */
+		/* The first ref: "<oid> <ref>\0<capabilities>\n". */
+		if ((nul = memchr(line, '\0', n)) == NULL)
+			return NULL;
+		c = nul + 1;
+		e = line + n;
+		if (e > c && e[-1] == '\n')
+			e--;
+		while (c < e) {
+			const char *sp = memchr(c, ' ', (size_t)(e - c));
+
+			w = sp != NULL ? (size_t)(sp - c) : (size_t)(e - c);
+			/* "symref=HEAD:" is 12 bytes; then refs/heads/NAME. */
+			if (w > sizeof cap - 1 && memcmp(c, cap, sizeof cap - 1) == 0 &&
+			    profile_git_refname_ok(c + 12, w - 12) &&
+			    w - (sizeof cap - 1) <= GITC_ASK_LINE_MAX)
+				return xstrndup(c + sizeof cap - 1, w - (sizeof cap - 1));
+			c += w + 1;
+		}
+		return NULL;
+	}
+	return NULL;
+}
+
 /* Whether a branch (without refs/heads/) matches git.ask_branches. */
 int
 profile_git_asks(const struct config *c, const char *branch)

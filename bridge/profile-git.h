@@ -72,6 +72,12 @@ int	profile_git_phase(const char *rec, size_t len, const char **name,
  * not exactly such an advertisement or the list would be longer.
  */
 int	profile_git_refs(const unsigned char *adv, size_t len, char **out, size_t *outlen);
+/*
+ * Upstream's default branch (without refs/heads/) from the start of the same
+ * advertisement: its first ref's "symref=HEAD:refs/heads/NAME" capability. An
+ * allocated string, or NULL when the text does not say.
+ */
+char	*profile_git_head(const unsigned char *adv, size_t len);
 
 /* One ref update of an "A" record (common/gitcontract.h): a push that asks. */
 struct profile_git_update {

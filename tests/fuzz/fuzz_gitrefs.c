@@ -7,11 +7,14 @@
  * GITC_REFS_MAX bytes, "refs\n", then lines "<40 or 64 lowercase hex> refs/heads/..."
  * or "... refs/tags/..." of printable bytes without spaces in the name and never a
  * peeled "^{}" entry, then "end\n"; each of its lines occurs in the input. On
- * failure nothing is allocated. The input is copied to an exact-size buffer so
+ * failure nothing is allocated. The same input goes through profile_git_head
+ * (upstream's default branch, from the first ref's symref capability). The input
+ * is copied to an exact-size buffer so
  * that ASan sees any read past its end.
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +54,32 @@ fuzz_line(const char *l, size_t n, const unsigned char *in, size_t inlen)
 		abort();
 }
 
+/*
+ * profile_git_head on the same input: NULL, or a branch name of printable bytes
+ * without spaces, at most GITC_ASK_LINE_MAX, that follows
+ * "symref=HEAD:refs/heads/" in the input.
+ */
+static void
+fuzz_head(const unsigned char *in, size_t inlen)
+{
+	char *h = profile_git_head(in, inlen), cap[GITC_ASK_LINE_MAX + 32];
+	size_t n, i;
+
+	if (h == NULL)
+		return;
+	n = strlen(h);
+	if (n == 0 || n > GITC_ASK_LINE_MAX)
+		abort();
+	for (i = 0; i < n; i++) {
+		if ((unsigned char)h[i] <= 0x20 || h[i] == 0x7f)
+			abort();
+	}
+	n = (size_t)snprintf(cap, sizeof cap, "symref=HEAD:refs/heads/%s", h);
+	if (memmem(in, inlen, cap, n) == NULL)
+		abort();
+	free(h);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -62,6 +91,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (in == NULL)
 		return 0;
 	memcpy(in, data, size);
+	fuzz_head(in, size);
 	if (profile_git_refs(in, size, &out, &outlen) != 0) {
 		if (out != NULL || outlen != 0)
 			abort();

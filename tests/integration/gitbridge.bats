@@ -1317,3 +1317,62 @@ gb_restart_caps() {
 	gb_restart_caps ""
 	gb_canary
 }
+
+@test "a shimbridge-git that skips its hook still cannot push what the policy protects: the daemon reads each push's ref updates" {
+	local evil=$SB_DIR/libexec/evil-git main0 stable0 r
+	gb_clone alice ev
+	[ "$(gb_upref refs/heads/stable)" != none ] ||
+		git --git-dir="$GB_UPREPO" update-ref refs/heads/stable refs/heads/main
+	main0=$(gb_upref refs/heads/main)
+	stable0=$(gb_upref refs/heads/stable)
+	# A helper that pushes straight through the injector, as a shimbridge-git made
+	# to skip its mirror's hook could (docs/THREATS.md: host tools are not trusted).
+	cat >"$evil" <<'SH'
+#!/bin/sh
+u=$SHIMBRIDGE_UPSTREAM
+cd "$HOME" && git init -q evil && cd evil || exit 1
+git fetch -q "$u" main || { echo "evil: fetch failed" >&2; exit 1; }
+c=$(git -c user.name=Evil -c user.email=evil@example.com commit-tree -p FETCH_HEAD \
+    -m evil 'FETCH_HEAD^{tree}') || exit 1
+try() { git push -q "$u" "$1" >/dev/null 2>&1; echo "evil: $1 $?" >&2; }
+try "$c:refs/heads/gb-evil-ok"
+try "$c:refs/heads/main"
+try "$c:refs/heads/release/frozen"
+try "$c:refs/heads/release/evil"
+try ":refs/heads/stable"
+try "FETCH_HEAD:refs/tags/gb-evil-t"
+try "+$c:refs/tags/gb-evil-t"
+try "$c:refs/heads/HEAD"
+try "$c:refs/notes/evil"
+exit 1
+SH
+	chmod 755 "$evil"
+	sb_json_edit "$SB_CONFIG" "c['git']['helper'] = '$evil'"
+	sb_reload | grep -q '"ok":true'
+	gb_as alice ev git checkout -q -b gb-evil-trigger
+	sgit alice ev push origin gb-evil-trigger
+	sb_json_edit "$SB_CONFIG" "c['git']['helper'] = '$SB_DIR/libexec/shimbridge-git'"
+	sb_reload | grep -q '"ok":true'
+	[ "$status" -ne 0 ]
+	# The control: an ordinary branch and a new tag go through, so the helper can push.
+	r=$(gb_upref refs/heads/gb-evil-ok)
+	[ "$r" != none ] && [ "$r" != "$main0" ]
+	[ "$(gb_upref refs/tags/gb-evil-t)" = "$main0" ]
+	# Nothing the policy protects moved.
+	[ "$(gb_upref refs/heads/main)" = "$main0" ]
+	[ "$(gb_upref refs/heads/stable)" = "$stable0" ]
+	for r in refs/heads/release/frozen refs/heads/release/evil refs/heads/HEAD refs/notes/evil; do
+		[ "$(gb_upref "$r")" = none ] || { echo "$r reached upstream" >&2; return 1; }
+	done
+	# Each refusal is the daemon's, in the audit, with its reason.
+	for r in "branch main is upstream's default branch and takes no direct push" \
+	    "branch release/frozen takes no direct push" \
+	    "a push to branch release/evil needs approval" \
+	    "branch stable may not be deleted" \
+	    "tag gb-evil-t is protected" \
+	    "a branch named HEAD is refused" \
+	    "refs/notes/evil is neither a branch nor a tag"; do
+		sb_audit_grep "r['event'] == 'http' and r.get('status') == 403 and \"$r\" in r.get('refused', '')" >/dev/null ||
+			{ echo "no refusal: $r" >&2; return 1; }
+	done
+}

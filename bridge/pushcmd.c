@@ -1,0 +1,152 @@
+/* The ref updates of a git push request (see pushcmd.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pushcmd.h"
+#include "util.h"
+
+/* A pkt-line length: 4 hex digits, or -1. */
+static int
+pushcmd_hex4(const unsigned char *p)
+{
+	int i, v = 0, d;
+
+	for (i = 0; i < 4; i++) {
+		if (p[i] >= '0' && p[i] <= '9')
+			d = p[i] - '0';
+		else if (p[i] >= 'a' && p[i] <= 'f')
+			d = p[i] - 'a' + 10;
+		else if (p[i] >= 'A' && p[i] <= 'F')
+			d = p[i] - 'A' + 10;
+		else
+			return -1;
+		v = v * 16 + d;
+	}
+	return v;
+}
+
+/* Whether p[0..n) is an object name: 40 or 64 lowercase hex digits. */
+static int
+pushcmd_oid(const unsigned char *p, size_t n)
+{
+	size_t i;
+
+	if (n != 40 && n != 64)
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
+			return 0;
+	}
+	return 1;
+}
+
+int
+pushcmd_zero(const char *oid)
+{
+	if (*oid == '\0')
+		return 0;
+	for (; *oid != '\0'; oid++) {
+		if (*oid != '0')
+			return 0;
+	}
+	return 1;
+}
+
+/* One command "<old> <new> <ref>" (n bytes, no NUL, no LF) into c; 0 or -1. */
+static int
+pushcmd_one(const unsigned char *p, size_t n, struct pushcmd *c)
+{
+	const unsigned char *sp;
+	size_t olen, i, rlen;
+
+	if ((sp = memchr(p, ' ', n)) == NULL)
+		return -1;
+	olen = (size_t)(sp - p);
+	if (!pushcmd_oid(p, olen) || n < 2 * olen + 3 || p[2 * olen + 1] != ' ' ||
+	    !pushcmd_oid(p + olen + 1, olen))
+		return -1;
+	rlen = n - (2 * olen + 2);
+	if (rlen == 0 || rlen > PUSHCMD_REF_MAX)
+		return -1;
+	for (i = 2 * olen + 2; i < n; i++) {
+		/* What git allows in a ref name leaves out controls, space and DEL. */
+		if (p[i] <= ' ' || p[i] == 0x7f)
+			return -1;
+	}
+	memcpy(c->old, p, olen);
+	c->old[olen] = '\0';
+	memcpy(c->new, p + olen + 1, olen);
+	c->new[olen] = '\0';
+	memcpy(c->ref, p + 2 * olen + 2, rlen);
+	c->ref[rlen] = '\0';
+	return 0;
+}
+
+int
+pushcmd_parse(const unsigned char *body, size_t len, struct pushcmd **out, size_t *n,
+    const char **why)
+{
+	struct pushcmd *v = NULL;
+	const unsigned char *p = body, *end = body + len, *line, *nul;
+	size_t k = 0, ln;
+	int pl;
+
+	*out = NULL;
+	*n = 0;
+	for (;;) {
+		if (end - p < 4 || (pl = pushcmd_hex4(p)) < 0) {
+			*why = "the list of ref updates is incomplete";
+			goto bad;
+		}
+		if (pl == 0)
+			break;
+		if (pl < 4 || pl > 65520 || end - p < pl) {
+			*why = "a line of the list of ref updates is malformed or cut short";
+			goto bad;
+		}
+		line = p + 4;
+		ln = (size_t)pl - 4;
+		p += pl;
+		if (ln > 0 && line[ln - 1] == '\n')
+			ln--;
+		if (k == 0 && ln >= 8 && memcmp(line, "shallow ", 8) == 0) {
+			if (!pushcmd_oid(line + 8, ln - 8)) {
+				*why = "a shallow line of the push is malformed";
+				goto bad;
+			}
+			continue;
+		}
+		if (ln >= 9 && memcmp(line, "push-cert", 9) == 0) {
+			*why = "signed pushes (push certificates) are not relayed";
+			goto bad;
+		}
+		/* The first command carries the capabilities after a NUL; no other may. */
+		if ((nul = memchr(line, '\0', ln)) != NULL) {
+			if (k != 0) {
+				*why = "a ref update of the push is malformed";
+				goto bad;
+			}
+			ln = (size_t)(nul - line);
+		}
+		if (k == PUSHCMD_MAX) {
+			*why = "the push updates too many refs at once";
+			goto bad;
+		}
+		v = xreallocarray(v, k + 1, sizeof *v);
+		if (pushcmd_one(line, ln, &v[k]) != 0) {
+			*why = "a ref update of the push is malformed";
+			goto bad;
+		}
+		k++;
+	}
+	if (k == 0) {
+		*why = "the push names no ref to update";
+		goto bad;
+	}
+	*out = v;
+	*n = k;
+	return 0;
+bad:
+	free(v);
+	return -1;
+}
