@@ -139,10 +139,7 @@ pushcmd_parse(const unsigned char *body, size_t len, struct pushcmd **out, size_
 		}
 		k++;
 	}
-	if (k == 0) {
-		*why = "the push names no ref to update";
-		goto bad;
-	}
+	/* No update at all: git's probe before a large push (remote-curl's probe_rpc). */
 	*out = v;
 	*n = k;
 	return 0;

@@ -20,9 +20,10 @@ struct pushcmd {
 };
 
 /*
- * Read the updates at the start of body: 0 with *out (free with free()) and *n >= 1,
- * or -1 with *why (static text) when the list is malformed, incomplete, too long,
- * or signed (push certificates are not relayed).
+ * Read the updates at the start of body: 0 with *out (free with free()) and *n, or
+ * -1 with *why (static text) when the list is malformed, incomplete, too long, or
+ * signed (push certificates are not relayed). A list of none (*n 0, *out NULL) is
+ * what git sends to probe before a push too large for one buffer: it changes nothing.
  */
 int	pushcmd_parse(const unsigned char *body, size_t len, struct pushcmd **out,
 	    size_t *n, const char **why);

@@ -1,12 +1,13 @@
 /*
  * libFuzzer target for the reading of a push's ref updates (bridge/pushcmd.c
  * pushcmd_parse): the body of POST .../git-receive-pack as the jailed
- * shimbridge-git sends it to the injector, any bytes. On success there are 1 to
+ * shimbridge-git sends it to the injector, any bytes. On success there are 0 to
  * PUSHCMD_MAX updates, each two lowercase hex names of one length (40 or 64) and a
  * name of 1 to PUSHCMD_REF_MAX bytes without controls, space or DEL, and each
  * "<old> <new> <ref>" occurs in the input; on failure nothing is returned and a
  * reason is. The input is copied to an exact-size buffer so that ASan sees any
- * read past its end.
+ * read past its end. No update at all (git's probe before a large push) is a
+ * success with none.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -49,7 +50,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(buf);
 		return 0;
 	}
-	if (u == NULL || n == 0 || n > PUSHCMD_MAX)
+	if ((u == NULL) != (n == 0) || n > PUSHCMD_MAX)
 		abort();
 	for (i = 0; i < n; i++) {
 		olen = strlen(u[i].old);

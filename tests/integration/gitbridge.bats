@@ -1376,3 +1376,14 @@ SH
 			{ echo "no refusal: $r" >&2; return 1; }
 	done
 }
+
+@test "a push larger than git's post buffer (sent chunked) is read, checked and relayed whole" {
+	gb_clone alice big
+	gb_as alice big git checkout -q -b gb-big
+	gb_as alice big sh -c 'head -c 3000000 /dev/urandom >blob.bin && git add blob.bin &&
+		git commit -q -m "a 3 MB blob"'
+	sgit alice big push origin gb-big
+	gb_status 0
+	[ "$(gb_upref refs/heads/gb-big)" = "$(gb_rev alice big HEAD)" ]
+	sb_audit_grep 'r["event"] == "http" and r.get("status") == 200 and r.get("request", "").startswith("POST") and r.get("request", "").endswith("git-receive-pack") and r.get("bytes_up", 0) > 3000000' >/dev/null
+}
