@@ -455,24 +455,6 @@ profile_git_phase(const char *p, size_t len, const char **name, unsigned long lo
 	return 0;
 }
 
-/* The value of 4 hex digits, or -1. */
-static int
-profile_git_hex4(const char *p)
-{
-	int v = 0, i;
-
-	for (i = 0; i < 4; i++) {
-		v <<= 4;
-		if (p[i] >= '0' && p[i] <= '9')
-			v |= p[i] - '0';
-		else if (p[i] >= 'a' && p[i] <= 'f')
-			v |= p[i] - 'a' + 10;
-		else
-			return -1;
-	}
-	return v;
-}
-
 /* Whether a ref name may go into the list: printable, no space. */
 static int
 profile_git_refname_ok(const char *r, size_t n)
@@ -508,7 +490,7 @@ profile_git_refs(const unsigned char *adv, size_t len, char **out, size_t *outle
 	memcpy(o, "refs\n", 5);
 	olen = 5;
 	for (;;) {
-		if (end - p < 4 || (pl = profile_git_hex4(p)) < 0 || pl == 1 || pl == 2 ||
+		if (end - p < 4 || (pl = valid_pkt_len(p)) < 0 || pl == 1 || pl == 2 ||
 		    pl == 3 || pl > 65520 || (pl > 0 && end - p < pl))
 			goto bad;
 		if (pl == 0) {			/* flush: the end of a section */
@@ -578,7 +560,7 @@ profile_git_head(const unsigned char *adv, size_t len)
 	size_t n, w;
 	int pl, section = 0;
 
-	while (end - p >= 4 && (pl = profile_git_hex4(p)) >= 0) {
+	while (end - p >= 4 && (pl = valid_pkt_len(p)) >= 0) {
 		if (pl == 0) {
 			p += 4;
 			if (++section == 2)

@@ -4,40 +4,13 @@
 
 #include "pushcmd.h"
 #include "util.h"
-
-/* A pkt-line length: 4 hex digits, or -1. */
-static int
-pushcmd_hex4(const unsigned char *p)
-{
-	int i, v = 0, d;
-
-	for (i = 0; i < 4; i++) {
-		if (p[i] >= '0' && p[i] <= '9')
-			d = p[i] - '0';
-		else if (p[i] >= 'a' && p[i] <= 'f')
-			d = p[i] - 'a' + 10;
-		else if (p[i] >= 'A' && p[i] <= 'F')
-			d = p[i] - 'A' + 10;
-		else
-			return -1;
-		v = v * 16 + d;
-	}
-	return v;
-}
+#include "valid.h"
 
 /* Whether p[0..n) is an object name: 40 or 64 lowercase hex digits. */
 static int
 pushcmd_oid(const unsigned char *p, size_t n)
 {
-	size_t i;
-
-	if (n != 40 && n != 64)
-		return 0;
-	for (i = 0; i < n; i++) {
-		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
-			return 0;
-	}
-	return 1;
+	return (n == 40 || n == 64) && valid_hex_lower((const char *)p, n);
 }
 
 int
@@ -94,7 +67,7 @@ pushcmd_parse(const unsigned char *body, size_t len, struct pushcmd **out, size_
 	*out = NULL;
 	*n = 0;
 	for (;;) {
-		if (end - p < 4 || (pl = pushcmd_hex4(p)) < 0) {
+		if (end - p < 4 || (pl = valid_pkt_len((const char *)p)) < 0) {
 			*why = "the list of ref updates is incomplete";
 			goto bad;
 		}

@@ -25,6 +25,24 @@ valid_repo(const char *s)
 	return 1;
 }
 
+/* A pkt-line length: 4 lowercase hex digits (as git writes them), or -1. */
+int
+valid_pkt_len(const char *p)
+{
+	int v = 0, i;
+
+	for (i = 0; i < 4; i++) {
+		v <<= 4;
+		if (p[i] >= '0' && p[i] <= '9')
+			v |= p[i] - '0';
+		else if (p[i] >= 'a' && p[i] <= 'f')
+			v |= p[i] - 'a' + 10;
+		else
+			return -1;
+	}
+	return v;
+}
+
 /* Whether s[0..n) is n lowercase hex digits. */
 int
 valid_hex_lower(const char *s, size_t n)

@@ -11,5 +11,7 @@
 int	valid_repo(const char *);
 /* Whether s[0..n) is n lowercase hex digits (a git object name's spelling). */
 int	valid_hex_lower(const char *s, size_t n);
+/* A git pkt-line's length: its 4 lowercase hex digits at p as a number, or -1. */
+int	valid_pkt_len(const char *p);
 
 #endif
