@@ -996,8 +996,14 @@ gb_stable() {
 	[ "$(gb_upref refs/heads/gb-kill)" = none ]
 	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/gb-kill)" = none ]
 	gb_fsck "$GB_MIRROR_ALICE"
-	# The daemon writes the call's "done" record once it has torn the call down: wait for it.
-	sb_wait_for 10 sb_audit_grep 'r["event"] == "done" and r.get("session") == "alice" and r.get("argv", [""])[0] == "git-receive-pack" and r.get("killed") == "peer-gone" and 0 < r.get("bytes_in", 0) < 24000000'
+	# The daemon writes the call's "done" record once it has torn the call down: wait for
+	# it. (The kill may land after the whole pack went in, while the mirror still checks
+	# it: bytes_in is then the whole pack.)
+	sb_wait_for 10 sb_audit_grep 'r["event"] == "done" and r.get("session") == "alice" and r.get("argv", [""])[0] == "git-receive-pack" and r.get("killed") == "peer-gone" and r.get("bytes_in", 0) > 0' || {
+		echo "no done record of the killed push; the last ones:" >&2
+		grep '"event":"done"' "$SB_AUDIT" | tail -n 3 >&2
+		return 1
+	}
 	# The killed receive-pack left its quarantine (the pack so far) in the mirror; once
 	# stale it goes at the next call on that mirror.
 	q=$(compgen -G "$GB_MIRROR_ALICE/objects/tmp_objdir-*" || true)
