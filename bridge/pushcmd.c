@@ -66,6 +66,10 @@ pushcmd_parse(const unsigned char *body, size_t len, struct pushcmd **out, size_
 
 	*out = NULL;
 	*n = 0;
+	if (body == NULL) {	/* no body at all (not even a pointer to do arithmetic on) */
+		*why = "the list of ref updates is incomplete";
+		return -1;
+	}
 	for (;;) {
 		if (end - p < 4 || (pl = valid_pkt_len((const char *)p)) < 0) {
 			*why = "the list of ref updates is incomplete";

@@ -127,6 +127,7 @@ test_refused(void **state)
 	assert_null(parse(buf, o, &n, &why));
 	assert_null(parse("00ff" A40, 44, &n, &why));
 	assert_null(parse("", 0, &n, &why));
+	assert_int_equal(pushcmd_parse(NULL, 0, &(struct pushcmd *){ NULL }, &n, &why), -1);
 	o = 0;
 	pkts(buf, &o, A40 " " B40 " refs/heads/x");
 	pkt(buf, &o, A40 " " B40 " refs/heads/y\0caps", strlen(A40 " " B40 " refs/heads/y") + 5);
