@@ -28,7 +28,7 @@ done
 # Stage what other users run (the checkout may be in a 0700 directory).
 sb_suite_begin
 # Our own runner: a starting daemon kills every process of its runner.
-SB_RUNNER=sbt-runner-vg
+SB_RUNNER=$SB_LANE-runner-vg
 RAW=$SB_FIXTURES/rawpeer.py
 failures=0
 VG_PID=''
@@ -74,7 +74,7 @@ descendant() {
 	return 1
 }
 raw() {
-	timeout -k 5 30 runuser -u sbt-alice -- "$PY" "$RAW" --sock "$SB_SOCK" --timeout 10 "$@"
+	timeout -k 5 30 runuser -u "$SB_ALICE" -- "$PY" "$RAW" --sock "$SB_SOCK" --timeout 10 "$@"
 }
 
 sb_users
@@ -96,7 +96,7 @@ sb_config <<EOF
   }
 }
 EOF
-sb_session alice sbt-alice '["true", "cat", "slow", "yes", "denied"]'
+sb_session alice "$SB_ALICE" '["true", "cat", "slow", "yes", "denied"]'
 
 VGLOG=$SB_DIR/log/valgrind.log
 # Under valgrind the daemon's fd hard limit is the soft limit it was started with, and
@@ -123,31 +123,31 @@ if [ ! -S "$SB_SOCK" ]; then
 fi
 
 # --- The calls -------------------------------------------------------------------------
-out=$(asu sbt-alice true 2>&1); check "allowed tool" 0 $?
-out=$(asu sbt-alice denied forbidden 2>&1); check "denied by a rule" 126 $? "refused" "$out"
-out=$(asu sbt-alice denied ok --evil=1 2>&1); check "denied by deny_args" 126 $?
-out=$(asu sbt-alice denied something 2>&1); check "denied by default" 126 $?
-out=$(asu sbt-alice nosuch 2>&1); check "unknown tool" 127 $?
-out=$(printf 'hello %s bye\n' "$TOKEN" | asu sbt-alice cat 2>&1)
+out=$(asu "$SB_ALICE" true 2>&1); check "allowed tool" 0 $?
+out=$(asu "$SB_ALICE" denied forbidden 2>&1); check "denied by a rule" 126 $? "refused" "$out"
+out=$(asu "$SB_ALICE" denied ok --evil=1 2>&1); check "denied by deny_args" 126 $?
+out=$(asu "$SB_ALICE" denied something 2>&1); check "denied by default" 126 $?
+out=$(asu "$SB_ALICE" nosuch 2>&1); check "unknown tool" 127 $?
+out=$(printf 'hello %s bye\n' "$TOKEN" | asu "$SB_ALICE" cat 2>&1)
 check "stdin through cat" 0 $? "hello" "$out"
 if [[ $out == *"$TOKEN"* ]]; then echo "not ok - the secret came back unredacted" >&2; failures=$((failures + 1)); fi
-out=$(head -c 3000000 /dev/urandom | base64 | asu sbt-alice cat | wc -c); check "3 MB of stdin" 0 $? 4052632 "$out"
-out=$(asu sbt-alice slow 10 2>&1); check "timeout" 124 $?
-out=$(asu sbt-alice yes 2>&1 >/dev/null); check "output limit" 118 $?
+out=$(head -c 3000000 /dev/urandom | base64 | asu "$SB_ALICE" cat | wc -c); check "3 MB of stdin" 0 $? 4052632 "$out"
+out=$(asu "$SB_ALICE" slow 10 2>&1); check "timeout" 124 $?
+out=$(asu "$SB_ALICE" yes 2>&1 >/dev/null); check "output limit" 118 $?
 # The shim forwards SIGINT; the tool dies of it and the shim reports 128+2.
-asu sbt-alice slow 10 >/dev/null 2>&1 & p=$!
+asu "$SB_ALICE" slow 10 >/dev/null 2>&1 & p=$!
 sleep 1
 kill -INT "$(descendant "$p" slow)"
 wait "$p"; check "SIGINT forwarded to the tool" 130 $?
 # The peer is SIGKILLed mid-run: the bridge must kill the tool (kill_grace 1 s).
-asu sbt-alice slow 10 >/dev/null 2>&1 & p=$!
+asu "$SB_ALICE" slow 10 >/dev/null 2>&1 & p=$!
 sleep 1
 kill -KILL "$(descendant "$p" slow)"
 wait "$p" 2>/dev/null
 sleep 2.5
 left=$(pgrep -c -u "$SB_RUNNER" sleep)
 check "peer killed mid-run: no tool left behind" 0 "${left:-0}"
-out=$(asu sbt-mallory true 2>&1); check "unauthorized user" 120 $?
+out=$(asu "$SB_MALLORY" true 2>&1); check "unauthorized user" 120 $?
 out=$(raw header=0x7f,0 read 2>&1); check "unknown frame type" 0 $? "ERROR" "$out"
 out=$(raw hello header=0x02,999999 read 2>&1); check "oversized frame" 0 $? "ERROR" "$out"
 out=$(raw hello request='{"op":"run","tool":' read 2>&1); check "malformed JSON" 0 $? "ERROR" "$out"
@@ -157,13 +157,13 @@ out=$(raw bytes='\x00\x00' close 2>&1); check "truncated header" 0 $?
 out=$(raw hello 'run=["cat"]' stdin=abc close 2>&1); check "peer gone with stdin open" 0 $?
 out=$(raw 'frame=0x10,early' read 2>&1); check "data before HELLO" 0 $? "ERROR" "$out"
 pids=()
-for _ in $(seq 16); do asu sbt-alice true >/dev/null 2>&1 & pids+=($!); done
+for _ in $(seq 16); do asu "$SB_ALICE" true >/dev/null 2>&1 & pids+=($!); done
 bad=0
 for p in "${pids[@]}"; do wait "$p" || bad=$((bad + 1)); done
 check "16 concurrent calls" 0 "$bad"
 kill -HUP "$VG_PID"
 sleep 2
-out=$(asu sbt-alice true 2>&1); check "after a reload" 0 $?
+out=$(asu "$SB_ALICE" true 2>&1); check "after a reload" 0 $?
 sleep 1
 
 # --- Stop and judge ------------------------------------------------------------------------

@@ -6,7 +6,7 @@ load lib
 
 setup_file() {
 	sb_users
-	SB_RUNNER=sbt-runner-act
+	SB_RUNNER=$SB_LANE-runner-act
 	id "$SB_RUNNER" >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$SB_RUNNER"
 	export SB_RUNNER
 	sb_tree
@@ -17,7 +17,7 @@ setup_file() {
 	"tools": {"echo": {"path": "/bin/echo", "rules": [{"allow": ["**"]}]}}
 }
 EOF2
-	sb_session alice sbt-alice '["echo"]'
+	sb_session alice "$SB_ALICE" '["echo"]'
 }
 
 teardown_file() {
@@ -60,7 +60,7 @@ PYEOF
 	sb_wait_for 5 test -S "$sock"
 	chgrp "$SB_GROUP" "$sock"
 	chmod 0660 "$sock"
-	run as_t 30 sbt-alice env SHIMBRIDGE_SOCKET="$sock" echo hello activated
+	run as_t 30 "$SB_ALICE" env SHIMBRIDGE_SOCKET="$sock" echo hello activated
 	[ "$status" -eq 0 ]
 	[ "$output" = "hello activated" ]
 	# The configured socket was not created: the activated one was used instead.
@@ -84,7 +84,7 @@ PYEOF
 	run sed -n '2,3p' "$out"
 	[ "${lines[0]}" = RELOADING=1 ]
 	[ "${lines[1]}" = READY=1 ]
-	run as_t 30 sbt-alice echo after reload
+	run as_t 30 "$SB_ALICE" echo after reload
 	[ "$output" = "after reload" ]
 	kill -TERM "$ACT_PID"
 	wait "$ACT_PID"
@@ -93,7 +93,7 @@ PYEOF
 }
 
 @test "an abstract socket from the service manager is refused: the daemon does not start" {
-	local name=sbt-abstract-$$ out=$SB_DIR/log/abstract.out rc=0
+	local name=$SB_LANE-abstract-$$ out=$SB_DIR/log/abstract.out rc=0
 	# systemd-socket-activate execs the daemon when the first connection arrives.
 	timeout 10 systemd-socket-activate -l "@$name" "$SB_BUILD/shimbridged" -c "$SB_CONFIG" \
 		>"$out" 2>&1 &
@@ -118,7 +118,7 @@ PYEOF
 	ACT_PID=$!
 	sb_wait_for 5 test -S "$rt/bridge.sock"
 	[ "$(stat -c '%u %a %F' "$rt")" = "0 755 directory" ]
-	run as_t 30 sbt-alice env SHIMBRIDGE_SOCKET="$rt/bridge.sock" echo started by hand
+	run as_t 30 "$SB_ALICE" env SHIMBRIDGE_SOCKET="$rt/bridge.sock" echo started by hand
 	[ "$status" -eq 0 ]
 	[ "$output" = "started by hand" ]
 	kill -TERM "$ACT_PID"
@@ -127,10 +127,10 @@ PYEOF
 	# A directory someone else owns: refused, no socket made in it.
 	rm -rf "$rt"
 	mkdir -m 755 "$rt"
-	chown sbt-alice "$rt"
+	chown "$SB_ALICE" "$rt"
 	run timeout 10 "$SB_BUILD/shimbridged" -c "$cfg"
 	[ "$status" -ne 0 ]
-	[[ $output == *"socket directory $rt is owned by uid $(id -u sbt-alice), not root"* ]]
+	[[ $output == *"socket directory $rt is owned by uid $(id -u "$SB_ALICE"), not root"* ]]
 	[ ! -e "$rt/bridge.sock" ]
 	# A symbolic link, even to a good directory: refused.
 	rm -rf "$rt"

@@ -6,8 +6,8 @@
 bats_require_minimum_version 1.5.0
 load lib
 
-SB_RUNNER=sbt-runner-appr
-APPROVER=sbt-approver
+SB_RUNNER=$SB_LANE-runner-appr
+APPROVER=$SB_LANE-approver
 BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-120}
 
 # The suite's config; $1: extra top-level members (the approval section).
@@ -40,12 +40,12 @@ setup_file() {
 	mkdir -p "$T" "$SB_DIR/tools"
 	chmod 755 "$T"
 	install -m 0755 "$SB_FIXTURES/tools/approver.sh" "$SB_DIR/tools/"
-	SECRET="sbt-secret-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+	SECRET="$SB_LANE-secret-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
 	export SECRET
 	(umask 077 && printf '%s\n' "$SECRET" >"$SB_DIR/etc/tok")
 	appr_config
-	sb_session alice sbt-alice '["deploy", "quick", "gh", "git"]' '"repos": ["octo/repo"]'
-	sb_session bob sbt-bob '["deploy"]'
+	sb_session alice "$SB_ALICE" '["deploy", "quick", "gh", "git"]' '"repos": ["octo/repo"]'
+	sb_session bob "$SB_BOB" '["deploy"]'
 	sb_shim_links deploy quick gh shimbridge
 	sb_start 3>&-
 	sb_keep "$SB_PID"
@@ -61,7 +61,6 @@ teardown_file() {
 	pkill -KILL -u "$APPROVER" 2>/dev/null || true
 	userdel "$SB_RUNNER" 2>/dev/null || true
 	userdel "$APPROVER" 2>/dev/null || true
-	rm -f /tmp/sbt-approver.log
 	rm -rf "$SB_DIR"
 	sb_reap_suite
 }
@@ -129,7 +128,7 @@ call_rc() {
 }
 
 @test "approve: the call waits with one line on stderr, then runs once approved" {
-	call a1 sbt-alice deploy -c 'echo approved-ran'
+	call a1 "$SB_ALICE" deploy -c 'echo approved-ran'
 	id=$(pending_id "approved-ran")
 	sb_wait_for 5 grep -q "waiting" "$T/a1.err"
 	run cat "$T/a1.err"
@@ -148,7 +147,7 @@ call_rc() {
 }
 
 @test "deny: the operator's reason reaches the agent in one structured line, exit 126" {
-	call d1 sbt-alice deploy -c 'echo never-runs'
+	call d1 "$SB_ALICE" deploy -c 'echo never-runs'
 	id=$(pending_id "never-runs")
 	run -0 adm deny "$id" --why "use the staging deploy instead"
 	[ "$output" = "denied request $id" ]
@@ -168,7 +167,7 @@ call_rc() {
 }
 
 @test "timeout: no answer within the rule's timeout is a denial" {
-	call t1 sbt-alice quick -c 'echo too-late'
+	call t1 "$SB_ALICE" quick -c 'echo too-late'
 	id=$(pending_id "too-late")
 	[ "$(call_rc t1)" = 126 ]
 	run tail -n 1 "$T/t1.err"
@@ -177,9 +176,9 @@ call_rc() {
 }
 
 @test "concurrent pending calls: approve one, deny another, each gets its own answer" {
-	call c1 sbt-alice deploy -c 'echo first'
-	call c2 sbt-bob deploy -c 'echo second'
-	call c3 sbt-alice deploy -c 'echo third'
+	call c1 "$SB_ALICE" deploy -c 'echo first'
+	call c2 "$SB_BOB" deploy -c 'echo second'
+	call c3 "$SB_ALICE" deploy -c 'echo third'
 	id1=$(pending_id "echo first")
 	id2=$(pending_id "echo second")
 	id3=$(pending_id "echo third")
@@ -203,48 +202,48 @@ assert {r["session"] for r in rows} == {"alice", "bob"}' "$output"
 }
 
 @test "--for: identical calls of that session run without asking; others still ask" {
-	call f1 sbt-alice deploy -c 'echo same'
+	call f1 "$SB_ALICE" deploy -c 'echo same'
 	id=$(pending_id "echo same")
 	run -0 adm approve "$id" --for 10m
 	[ "$output" = "approved request $id, and identical calls of that session for 600 seconds" ]
 	[ "$(call_rc f1)" = 0 ]
 	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r.get('for') == 600"
 	# The same call again: no wait, no line on stderr.
-	run -0 --separate-stderr as_t 20 sbt-alice deploy -c 'echo same'
+	run -0 --separate-stderr as_t 20 "$SB_ALICE" deploy -c 'echo same'
 	[ "$output" = same ]
 	[ -z "$stderr" ]
 	sb_audit_grep "r['event'] == 'approval' and r['decided_by'] == 'cache --for' and r['session'] == 'alice'"
 	# Another session's identical call still asks.
-	call f2 sbt-bob deploy -c 'echo same'
+	call f2 "$SB_BOB" deploy -c 'echo same'
 	id2=$(pending_id "echo same")
 	adm deny "$id2"
 	[ "$(call_rc f2)" = 126 ]
 	[[ $(cat "$T/f2.err") == *"the operator denied it (no reason given)"* ]]
 	# A different call of the same session still asks.
-	call f3 sbt-alice deploy -c 'echo other'
+	call f3 "$SB_ALICE" deploy -c 'echo other'
 	id3=$(pending_id "echo other")
 	adm deny "$id3"
 	[ "$(call_rc f3)" = 126 ]
 }
 
 @test "the agent's Ctrl-C or going away cancels its pending request" {
-	call x1 sbt-alice deploy -c 'echo cancel-me'
+	call x1 "$SB_ALICE" deploy -c 'echo cancel-me'
 	id=$(pending_id "cancel-me")
-	pid=$(pgrep -u sbt-alice -f -- "echo cancel-me" | head -n 1)
+	pid=$(pgrep -u "$SB_ALICE" -f -- "echo cancel-me" | head -n 1)
 	kill -INT "$pid"
 	[ "$(call_rc x1)" = 126 ]
 	[ "$(tail -n 1 "$T/x1.err")" = "shimbridge: refused: deploy -c 'echo cancel-me' (request $id): interrupted while waiting for approval; run it again if it is still needed" ]
 	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r['decided_by'] == 'cancelled'"
 	# Killed outright: the connection closes and the request disappears.
-	call x2 sbt-alice deploy -c 'echo killed'
+	call x2 "$SB_ALICE" deploy -c 'echo killed'
 	id=$(pending_id "echo killed")
-	pkill -KILL -u sbt-alice -f -- "echo killed"
+	pkill -KILL -u "$SB_ALICE" -f -- "echo killed"
 	sb_wait_for 10 eval "! has_pending 'echo killed'"
 	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r['decided_by'] == 'cancelled' and r['reason'] == 'the connection ended while waiting'"
 }
 
 @test "reload while pending: a reload that keeps the rule keeps the call waiting; one that drops it denies it" {
-	call r1 sbt-alice deploy -c 'echo across-reload'
+	call r1 "$SB_ALICE" deploy -c 'echo across-reload'
 	id=$(pending_id "across-reload")
 	sb_reload | grep -q '"ok":true'
 	run -0 adm pending --json
@@ -253,7 +252,7 @@ assert {r["session"] for r in rows} == {"alice", "bob"}' "$output"
 	[ "$(call_rc r1)" = 0 ]
 	[ "$(cat "$T/r1.out")" = across-reload ]
 	# Now the rule goes away: the waiting call is refused with the reason.
-	call r2 sbt-alice deploy -c 'echo dropped'
+	call r2 "$SB_ALICE" deploy -c 'echo dropped'
 	id=$(pending_id "echo dropped")
 	sb_json_edit "$SB_CONFIG" 'c["tools"]["deploy"]["rules"][2] = {"deny": ["-c", "**"], "reason": "frozen"}'
 	sb_reload | grep -q '"ok":true'
@@ -266,25 +265,25 @@ assert {r["session"] for r in rows} == {"alice", "bob"}' "$output"
 }
 
 @test "approver command: approves, denies with its reason, its timeout denies; it runs as its own user" {
-	install -m 0666 /dev/null /tmp/sbt-approver.log
+	install -m 0666 /dev/null "$SB_DIR/tools/approver.log"
 	appr_config "\"approval\": {\"command\": [\"$SB_DIR/tools/approver.sh\"], \"user\": \"$APPROVER\", \"command_timeout\": 2},"
 	sb_reload | grep -q '"ok":true'
-	run -0 as_t 30 sbt-alice deploy -c 'echo ok-by-approver'
+	run -0 as_t 30 "$SB_ALICE" deploy -c 'echo ok-by-approver'
 	[[ $output == *ok-by-approver ]]
 	sb_audit_grep "r['event'] == 'approval' and r['decided_by'] == 'approver' and r['decision'] == 'approve' and r['reason'] == 'looks fine'"
-	run -126 as_t 30 sbt-alice deploy -c 'echo no-by-approver'
+	run -126 as_t 30 "$SB_ALICE" deploy -c 'echo no-by-approver'
 	[[ $output == *"shimbridge: refused: deploy -c 'echo no-by-approver' (request "*"): the approver denied it (not during the freeze); do not retry it unchanged; ask the operator what to do instead" ]]
-	run -126 as_t 30 sbt-alice deploy -c 'echo hang-approver'
+	run -126 as_t 30 "$SB_ALICE" deploy -c 'echo hang-approver'
 	[[ $output == *"the approver did not decide within 2 seconds, which counts as a denial"* ]]
-	run -126 as_t 30 sbt-alice deploy -c 'echo unknown-to-approver'
+	run -126 as_t 30 "$SB_ALICE" deploy -c 'echo unknown-to-approver'
 	[[ $output == *"the approver failed (status 3), which counts as a denial"* ]]
 	# It ran as its dedicated user, with the request on stdin; nothing of it is left.
-	grep -q "^uid=$(id -u "$APPROVER") req={\"id\":[0-9]*,\"session\":\"alice\",\"command\":\"deploy -c 'echo ok-by-approver'\"" /tmp/sbt-approver.log
+	grep -q "^uid=$(id -u "$APPROVER") req={\"id\":[0-9]*,\"session\":\"alice\",\"command\":\"deploy -c 'echo ok-by-approver'\"" "$SB_DIR/tools/approver.log"
 	sb_wait_for 5 eval "! pgrep -u $APPROVER >/dev/null"
 	# The operator can still decide first: the approver is stopped.
 	appr_config "\"approval\": {\"command\": [\"$SB_DIR/tools/approver.sh\"], \"user\": \"$APPROVER\", \"command_timeout\": 60},"
 	sb_reload | grep -q '"ok":true'
-	call h1 sbt-alice deploy -c 'echo hang-but-operator'
+	call h1 "$SB_ALICE" deploy -c 'echo hang-but-operator'
 	id=$(pending_id "hang-but-operator")
 	sb_wait_for 10 eval "pgrep -u $APPROVER >/dev/null"
 	run -0 adm pending
@@ -298,9 +297,9 @@ assert {r["session"] for r in rows} == {"alice", "bob"}' "$output"
 
 @test "approval.user must be a dedicated user: a session user or the runner is refused" {
 	cp "$SB_CONFIG" "$T/good.json"
-	appr_config "\"approval\": {\"command\": [\"$SB_DIR/tools/approver.sh\"], \"user\": \"sbt-alice\"},"
+	appr_config "\"approval\": {\"command\": [\"$SB_DIR/tools/approver.sh\"], \"user\": \"$SB_ALICE\"},"
 	run -1 "$SB_BUILD/shimbridged" -c "$SB_CONFIG" --check
-	[[ $output == *"approval.user: sbt-alice is a user of session alice"* ]]
+	[[ $output == *"approval.user: $SB_ALICE is a user of session alice"* ]]
 	appr_config "\"approval\": {\"command\": [\"$SB_DIR/tools/approver.sh\"], \"user\": \"$SB_RUNNER\"},"
 	run -1 "$SB_BUILD/shimbridged" -c "$SB_CONFIG" --check
 	[[ $output == *"must be a dedicated user"* ]]
@@ -348,7 +347,7 @@ assert sys.argv[2] not in sys.argv[1]' "$output" "$SECRET"
 }
 
 @test "shimbridge list in the sandbox: tools, what each allows, repositories; --json; --help, --version" {
-	run -0 as_t 20 sbt-alice shimbridge list
+	run -0 as_t 20 "$SB_ALICE" shimbridge list
 	[[ $output == *"Session alice."* ]]
 	[[ $output == *"deploy -c echo free*, deploy -c [ARGS] (after the operator approves)"* ]]
 	[[ $output == *"gh pr merge [ARGS] (after the operator approves)"* ]]
@@ -356,28 +355,28 @@ assert sys.argv[2] not in sys.argv[1]' "$output" "$SECRET"
 	[[ $output == *"Repositories: octo/repo"* ]]
 	[[ $output == *"shimbridge: refused: WHAT: WHY; WHAT TO DO INSTEAD"* ]]
 	[[ $output != *"$SECRET"* ]]
-	run -0 as_t 20 sbt-alice shimbridge list --json
+	run -0 as_t 20 "$SB_ALICE" shimbridge list --json
 	"$PY" -c 'import json, sys
 o = json.loads(sys.argv[1])
 assert o["session"] == "alice" and o["repos"] == ["octo/repo"], o
 assert [t["name"] for t in o["tools"]] == ["deploy", "quick", "gh", "git"], o' "$output"
-	run -0 as_t 20 sbt-bob shimbridge list
+	run -0 as_t 20 "$SB_BOB" shimbridge list
 	[[ $output == *"Session bob."* ]]
 	[[ $output != *"gh pr"* ]]
-	run -0 as_t 20 sbt-alice shimbridge --help
+	run -0 as_t 20 "$SB_ALICE" shimbridge --help
 	[[ $output == *"shimbridge list"* ]]
-	run -0 as_t 20 sbt-alice shimbridge --version
-	run -64 as_t 20 sbt-alice shimbridge approve 1
+	run -0 as_t 20 "$SB_ALICE" shimbridge --version
+	run -64 as_t 20 "$SB_ALICE" shimbridge approve 1
 	# A user without a session gets the usual refusal.
-	run -120 as_t 20 sbt-mallory shimbridge list
+	run -120 as_t 20 "$SB_MALLORY" shimbridge list
 }
 
 @test "only root decides: a session user cannot send approve, deny, pending or explain" {
-	call p1 sbt-alice deploy -c 'echo guarded'
+	call p1 "$SB_ALICE" deploy -c 'echo guarded'
 	id=$(pending_id "echo guarded")
 	for op in "{\"op\":\"approve\",\"id\":$id}" "{\"op\":\"deny\",\"id\":$id}" '{"op":"pending"}' \
 	    '{"op":"explain","session":"alice","tool":"deploy","argv":[]}'; do
-		run -0 runuser -u sbt-alice -- "$PY" -c '
+		run -0 runuser -u "$SB_ALICE" -- "$PY" -c '
 import json, socket, struct, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
@@ -402,7 +401,7 @@ while off + 5 <= len(data):
 	done
 	run -0 adm pending --json
 	[[ $output == *"echo guarded"* ]]
-	run -1 runuser -u sbt-alice -- "$SB_BUILD/shimbridge" -c "$SB_CONFIG" pending
+	run -1 runuser -u "$SB_ALICE" -- "$SB_BUILD/shimbridge" -c "$SB_CONFIG" pending
 	adm approve "$id"
 	[ "$(call_rc p1)" = 0 ]
 }

@@ -8,7 +8,7 @@
 bats_require_minimum_version 1.5.0
 load lib
 
-SB_RUNNER=sbt-runner-aud
+SB_RUNNER=$SB_LANE-runner-aud
 BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-120}
 
 # Config: a tool that runs /bin/sh; extra top-level members in $1.
@@ -24,7 +24,7 @@ setup_file() {
 	sb_build_resolve
 	sb_users
 	sb_tree
-	sb_session alice sbt-alice '["sh"]'
+	sb_session alice "$SB_ALICE" '["sh"]'
 	sb_shim_links sh
 }
 
@@ -45,7 +45,7 @@ teardown() {
 # n calls through the shim, each one allowed + done record.
 calls() {
 	local i
-	for i in $(seq "$1"); do as sbt-alice sh -c "echo call $i" >/dev/null; done
+	for i in $(seq "$1"); do as "$SB_ALICE" sh -c "echo call $i" >/dev/null; done
 }
 
 # A log of 3 calls between a start and a stop checkpoint (8 records).

@@ -11,7 +11,7 @@ BC=/usr/share/bash-completion/bash_completion
 
 setup_file() {
 	[ -f "$BC" ] || skip "bash-completion is missing (tests/deps.sh installs it)"
-	CT=$(mktemp -d /tmp/sbt-compl.XXXXXX)
+	CT=$(mktemp -d "/tmp/$SB_LANE-compl.XXXXXX")
 	export CT
 	mkdir -p "$CT/etc/sessions.d"
 	chmod 700 "$CT/etc"

@@ -10,7 +10,7 @@ bats_require_minimum_version 1.5.0
 load lib
 load reach
 
-SB_RUNNER=sbt-runner-ctr
+SB_RUNNER=$SB_LANE-runner-ctr
 BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-90}
 
 setup_file() {
@@ -66,9 +66,9 @@ ct_run() {
 
 @test "the session user's container (root inside, no network) runs gh through the mounted socket" {
 	local m uid
-	uid=$(id -u sbt-alice)
+	uid=$(id -u "$SB_ALICE")
 	m=$(sb_fakegh_count)
-	run ct_run sbt-alice 0 sh -c 'id -u; ls /run/shimbridge; gh api user'
+	run ct_run "$SB_ALICE" 0 sh -c 'id -u; ls /run/shimbridge; gh api user'
 	echo "$output"
 	[ "$status" = 0 ]
 	[[ ${lines[0]} == 0 ]]
@@ -82,7 +82,7 @@ ct_run() {
 
 @test "git clone, commit and push from inside the container, through the shim as remote helper" {
 	local br=ctr-$$-$BATS_TEST_NUMBER
-	run ct_run sbt-alice 0 sh -ec "rm -rf demo
+	run ct_run "$SB_ALICE" 0 sh -ec "rm -rf demo
 		git clone -q https://github.com/octo/demo.git demo
 		cd demo
 		cat README
@@ -100,7 +100,7 @@ ct_run() {
 }
 
 @test "the same user as an unprivileged uid inside (1000) works too: identity is the host uid" {
-	run ct_run sbt-alice 1000 sh -c 'id -u; gh api user'
+	run ct_run "$SB_ALICE" 1000 sh -c 'id -u; gh api user'
 	echo "$output"
 	[ "$status" = 0 ]
 	[[ ${lines[0]} == 1000 ]]
@@ -109,9 +109,9 @@ ct_run() {
 
 @test "another user's container is refused, even as root inside" {
 	local uid n
-	uid=$(id -u sbt-mallory)
+	uid=$(id -u "$SB_MALLORY")
 	n=$(grep -c '"event":"refused"' "$SB_AUDIT" || true)
-	run ct_run sbt-mallory 0 sh -c 'id -u; gh api user'
+	run ct_run "$SB_MALLORY" 0 sh -c 'id -u; gh api user'
 	echo "$output"
 	[ "$status" -eq 120 ]	# the shim's "not a shimbridge session"
 	[[ ${lines[0]} == 0 ]]

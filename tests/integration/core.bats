@@ -14,7 +14,7 @@ load lib
 
 # A runner of our own: a starting daemon SIGKILLs every process of its runner, so
 # suites sharing one runner (run side by side) would kill each other's children.
-SB_RUNNER=sbt-runner-core
+SB_RUNNER=$SB_LANE-runner-core
 BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-120}
 
 # The config this suite runs with (rewritten by the reload tests, then restored).
@@ -57,11 +57,11 @@ setup_file() {
 	export T=$SB_DIR/t
 	mkdir -p "$T" "$SB_DIR/tools"
 	install -m 0755 "$SB_FIXTURES"/tools/{detach,report}.sh "$SB_DIR/tools/"
-	SECRET="sbt-secret-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+	SECRET="$SB_LANE-secret-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
 	export SECRET
 	(umask 077 && printf '%s\n' "$SECRET" >"$SB_DIR/etc/tok")
 	core_config
-	sb_session alice sbt-alice '["sh", "slow", "report", "detach"]'
+	sb_session alice "$SB_ALICE" '["sh", "slow", "report", "detach"]'
 	sb_session eve "$SB_OUTSIDER" '["sh"]'
 	sb_shim_links sh slow report detach nope notgranted
 	core_start
@@ -122,15 +122,15 @@ now_ms() {
 
 @test "allowed command: stdout, stderr and exit codes 0, 1, 42 pass through; audited" {
 	local m=mk-ok-$RANDOM
-	run --separate-stderr as_t 30 sbt-alice sh -c "echo hi; echo oops >&2; : $m"
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c "echo hi; echo oops >&2; : $m"
 	[ "$status" -eq 0 ]
 	[ "$output" = hi ]
 	[ "$stderr" = oops ]
-	run --separate-stderr as_t 30 sbt-alice sh -c 'exit 1'
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'exit 1'
 	[ "$status" -eq 1 ]
 	[ -z "$output" ]
 	[ -z "$stderr" ]
-	run --separate-stderr as_t 30 sbt-alice sh -c "exit 42; : $m"
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c "exit 42; : $m"
 	[ "$status" -eq 42 ]
 	[ -z "$output" ]
 	[ -z "$stderr" ]
@@ -144,11 +144,11 @@ now_ms() {
 @test "death by signal: the shim dies of the child's signal (TERM 143, SEGV 139), no core file" {
 	local pattern home
 	pattern=$(cat /proc/sys/kernel/core_pattern)
-	home=$(getent passwd sbt-alice | cut -d: -f6)
+	home=$(getent passwd "$SB_ALICE" | cut -d: -f6)
 	touch "$T/stamp"
 	# runuser's pam_limits sets the soft core limit to 0: raise it in the sandbox
 	# user's own process, which then execs the shim (or the control program).
-	sig_as() { as_t 30 sbt-alice /bin/sh -c 'ulimit -c unlimited && exec "$@"' sig_as "$@"; }
+	sig_as() { as_t 30 "$SB_ALICE" /bin/sh -c 'ulimit -c unlimited && exec "$@"' sig_as "$@"; }
 
 	run --separate-stderr sig_as sh -c 'kill -TERM $$'
 	[ "$status" -eq 143 ]
@@ -157,7 +157,7 @@ now_ms() {
 	[ "$status" -eq 139 ]
 	[ "$stderr" = "Segmentation fault" ]	# and not "(core dumped)"
 	# The raw wait status, seen by a parent running as the sandbox user.
-	run --separate-stderr as_t 30 sbt-alice "$PY" -c \
+	run --separate-stderr as_t 30 "$SB_ALICE" "$PY" -c \
 		'import subprocess, sys; print(subprocess.run(sys.argv[1:]).returncode)' sh -c 'kill -SEGV $$'
 	[ "$status" -eq 0 ]
 	[ "$output" = -11 ]
@@ -182,7 +182,7 @@ now_ms() {
 
 @test "denied command: exit 126, one structured line naming the rule and what the session may run; audited" {
 	local m=mk-deny-$RANDOM
-	run --separate-stderr as_t 30 sbt-alice sh -c "rm -rf /tmp/$m"
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c "rm -rf /tmp/$m"
 	[ "$status" -eq 126 ]
 	[ -z "$output" ]
 	[ "${#stderr_lines[@]}" -eq 1 ]
@@ -192,7 +192,7 @@ now_ms() {
 	refute sb_audit_grep "r['event'] == 'allowed' and r['argv'] == ['-c', 'rm -rf /tmp/$m']"
 
 	# Nothing matches: the default rule refuses.
-	run --separate-stderr as_t 30 sbt-alice sh -s "$m"
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -s "$m"
 	[ "$status" -eq 126 ]
 	[ "${#stderr_lines[@]}" -eq 1 ]
 	[[ $stderr == *"(no rule allows it; everything not allowed is refused; rule default)"* ]]
@@ -202,7 +202,7 @@ now_ms() {
 @test "unknown tool: exit 127 for a tool not configured and one not granted; audited" {
 	local t
 	for t in nope notgranted; do
-		run -127 --separate-stderr as_t 30 sbt-alice "$t" --flag
+		run -127 --separate-stderr as_t 30 "$SB_ALICE" "$t" --flag
 		[ "$status" -eq 127 ]
 		[ -z "$output" ]
 		[ "${#stderr_lines[@]}" -eq 1 ]
@@ -214,8 +214,8 @@ now_ms() {
 
 @test "unknown uid (in the socket group, no session): exit 120 with a clear message; audited refused" {
 	local uid
-	uid=$(id -u sbt-mallory)
-	run --separate-stderr as_t 30 sbt-mallory sh -c 'echo should-not-run'
+	uid=$(id -u "$SB_MALLORY")
+	run --separate-stderr as_t 30 "$SB_MALLORY" sh -c 'echo should-not-run'
 	[ "$status" -eq 120 ]
 	[ -z "$output" ]
 	[ "$stderr" = "sh: this account is not a shimbridge sandbox session, so the bridge runs nothing for it. Ask the operator to add a session for this user (shimbridge session add)." ]
@@ -236,46 +236,46 @@ now_ms() {
 @test "daemon not running: exit 122 (socket gone, or stale after a crash); a restart serves again" {
 	local stale=$SB_DIR/run/stale.sock
 	core_stop
-	run --separate-stderr as_t 30 sbt-alice sh -c 'echo x'
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'echo x'
 	[ "$status" -eq 122 ]
 	[[ $stderr == "sh: cannot reach the shimbridge bridge at $SB_SOCK (No such file or directory)."* ]]
 	# A socket file nobody listens on, as a SIGKILLed daemon leaves behind.
 	"$PY" -c 'import socket, sys; s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$stale"
 	chmod 666 "$stale"
-	SB_SOCK=$stale run --separate-stderr as_t 30 sbt-alice sh -c 'echo x'
+	SB_SOCK=$stale run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'echo x'
 	[ "$status" -eq 122 ]
 	[[ $stderr == "sh: cannot reach the shimbridge bridge at $stale (Connection refused)."* ]]
 	rm -f "$stale"
 	core_start
-	run as_t 30 sbt-alice sh -c 'echo back'
+	run as_t 30 "$SB_ALICE" sh -c 'echo back'
 	[ "$status" -eq 0 ]
 	[ "$output" = back ]
 }
 
 @test "stdin is streamed: 50 MB through wc -c; ordered data keeps its order" {
 	local out want
-	out=$(head -c 50000000 /dev/zero | as_t 60 sbt-alice sh -c 'wc -c')
+	out=$(head -c 50000000 /dev/zero | as_t 60 "$SB_ALICE" sh -c 'wc -c')
 	[ "$out" = 50000000 ]
 	want=$(seq 1 5000000 | sha256sum)
-	out=$(seq 1 5000000 | as_t 60 sbt-alice sh -c 'sha256sum')
+	out=$(seq 1 5000000 | as_t 60 "$SB_ALICE" sh -c 'sha256sum')
 	[ "$out" = "$want" ]
 	# Both directions at once (backpressure on both legs, no deadlock).
-	out=$(seq 1 5000000 | as_t 60 sbt-alice sh -c 'cat' | sha256sum)
+	out=$(seq 1 5000000 | as_t 60 "$SB_ALICE" sh -c 'cat' | sha256sum)
 	[ "$out" = "$want" ]
 	# stdin that is never read does not block the exit.
-	out=$(seq 1 3000000 | as_t 30 sbt-alice sh -c 'echo early')
+	out=$(seq 1 3000000 | as_t 30 "$SB_ALICE" sh -c 'echo early')
 	[ "$out" = early ]
 }
 
 @test "stdout: 100 MB arrive intact, in order" {
 	rm -f "$T/rc"
-	cmp <(as_t 60 sbt-alice sh -c 'head -c 100000000 /dev/zero | tr "\0" a'; echo $? >"$T/rc") \
+	cmp <(as_t 60 "$SB_ALICE" sh -c 'head -c 100000000 /dev/zero | tr "\0" a'; echo $? >"$T/rc") \
 		<(head -c 100000000 /dev/zero | tr '\0' a)
 	sb_wait_for 5 test -s "$T/rc"
 	[ "$(cat "$T/rc")" = 0 ]
 	rm -f "$T/rc"
 	# Distinct lines: a lost, repeated or reordered chunk changes the bytes.
-	cmp <(as_t 60 sbt-alice sh -c 'seq 1 5000000'; echo $? >"$T/rc") <(seq 1 5000000)
+	cmp <(as_t 60 "$SB_ALICE" sh -c 'seq 1 5000000'; echo $? >"$T/rc") <(seq 1 5000000)
 	sb_wait_for 5 test -s "$T/rc"
 	[ "$(cat "$T/rc")" = 0 ]
 }
@@ -284,28 +284,28 @@ now_ms() {
 	# The child writes more than the daemon buffers before pausing, then exits while
 	# its reader waits: the tail sits in the pipe, unread, longer than kill_grace + 2 s.
 	local out
-	out=$(as_t 60 sbt-alice sh -c 'head -c 500000 /dev/zero | tr "\0" b' | (sleep 7; wc -c))
+	out=$(as_t 60 "$SB_ALICE" sh -c 'head -c 500000 /dev/zero | tr "\0" b' | (sleep 7; wc -c))
 	[ "$out" -eq 500000 ]
 	refute grep -q "output pipes still open" "$SB_DIR/log/daemon.log"
 }
 
 @test "secret: injected into the child, redacted in output, absent from the shim, child environ unreadable" {
 	local m=mk-secret-$RANDOM child shim
-	as_t 30 sbt-alice sh -c "printf %s \"\$MY_TOKEN\" | sha256sum; echo \"token=\$MY_TOKEN\"; sleep 3; : $m" \
+	as_t 30 "$SB_ALICE" sh -c "printf %s \"\$MY_TOKEN\" | sha256sum; echo \"token=\$MY_TOKEN\"; sleep 3; : $m" \
 		>"$T/secret.out" 2>"$T/secret.err" 3>&- &
 	local bg=$!
 	child=$(pid_of "$SB_RUNNER" "$m")
-	shim=$(pid_of sbt-alice "$m")
+	shim=$(pid_of "$SB_ALICE" "$m")
 	# Root sees the secret in the child's environment: the pid is the right one.
 	tr '\0' '\n' <"/proc/$child/environ" | grep -qxF "MY_TOKEN=$SECRET"
 	# The shim's environment holds neither the name nor the value.
 	grep -qx "SHIMBRIDGE_SOCKET=$SB_SOCK" <(tr '\0' '\n' <"/proc/$shim/environ")
 	refute grep -q -e MY_TOKEN -e "$SECRET" <(tr '\0' '\n' <"/proc/$shim/environ")
 	# The sandbox user cannot read the child's environment (nor its memory).
-	run as_t 10 sbt-alice cat "/proc/$child/environ"
+	run as_t 10 "$SB_ALICE" cat "/proc/$child/environ"
 	[ "$status" -ne 0 ]
 	[[ $output != *"$SECRET"* ]]
-	run as_t 10 sbt-alice head -c 1 "/proc/$child/mem"
+	run as_t 10 "$SB_ALICE" head -c 1 "/proc/$child/mem"
 	[ "$status" -ne 0 ]
 	wait "$bg"
 	[ "$(sed -n 1p "$T/secret.out")" = "$(printf %s "$SECRET" | sha256sum)" ]
@@ -318,7 +318,7 @@ now_ms() {
 	local m=mk-box-$RANDOM child cwd ruid rgid
 	ruid=$(id -u "$SB_RUNNER")
 	rgid=$(id -g "$SB_RUNNER")
-	as_t 30 sbt-alice sh -c "sleep 2; : $m" >/dev/null 2>&1 3>&- &
+	as_t 30 "$SB_ALICE" sh -c "sleep 2; : $m" >/dev/null 2>&1 3>&- &
 	local bg=$!
 	child=$(pid_of "$SB_RUNNER" "$m")
 	grep -qx "Uid:	$ruid	$ruid	$ruid	$ruid" "/proc/$child/status"
@@ -340,7 +340,7 @@ now_ms() {
 	sb_wait_for 1 test ! -e "$(sb_dview "$cwd")"
 
 	# The same facts as the child sees them.
-	run --separate-stderr as_t 30 sbt-alice report
+	run --separate-stderr as_t 30 "$SB_ALICE" report
 	[ "$status" -eq 0 ]
 	[ "${lines[0]}" = "uid $ruid gid $rgid groups $rgid" ]
 	[ "${lines[1]}" = "core 0 0" ]
@@ -358,7 +358,7 @@ now_ms() {
 	local m=mk-tmpfs-$RANDOM child cwd rc=0
 	grep -q "scratch directories in memory (tmpfs of 1024 MiB on $SB_DIR/state/run)" \
 	    "$SB_DIR/log/daemon.log"
-	as_t 30 sbt-alice sh -c "sleep 2; : $m" >/dev/null 2>&1 3>&- &
+	as_t 30 "$SB_ALICE" sh -c "sleep 2; : $m" >/dev/null 2>&1 3>&- &
 	local bg=$!
 	child=$(pid_of "$SB_RUNNER" "$m")
 	cwd=$(readlink "/proc/$child/cwd")
@@ -375,7 +375,7 @@ now_ms() {
 	n=$(wc -l <"$SB_DIR/log/daemon.log")
 	SB_CONFIG=$SB_DIR/etc/disk.json core_start
 	m=mk-disk-$RANDOM
-	as_t 30 sbt-alice sh -c "sleep 2; : $m" >/dev/null 2>&1 3>&- &
+	as_t 30 "$SB_ALICE" sh -c "sleep 2; : $m" >/dev/null 2>&1 3>&- &
 	bg=$!
 	child=$(pid_of "$SB_RUNNER" "$m")
 	cwd=$(readlink "/proc/$child/cwd")
@@ -391,7 +391,7 @@ now_ms() {
 @test "timeout kills the whole group: exit 124 after ~2 s, no runner process left" {
 	local t0 t1 m=mk-to-$RANDOM
 	t0=$(now_ms)
-	run --separate-stderr as_t 30 sbt-alice slow -c "sleep 100 & sleep 100; wait; : $m"
+	run --separate-stderr as_t 30 "$SB_ALICE" slow -c "sleep 100 & sleep 100; wait; : $m"
 	t1=$(now_ms)
 	[ "$status" -eq 124 ]
 	[[ $stderr == "slow: slow was stopped after 2 seconds: it reached its time limit on the bridge."* ]]
@@ -404,7 +404,7 @@ now_ms() {
 @test "timeout: a child that ignores SIGTERM is SIGKILLed after the grace period" {
 	local t0 t1
 	t0=$(now_ms)
-	run --separate-stderr as_t 30 sbt-alice slow -c 'trap "" TERM; sleep 100 & sleep 100; wait'
+	run --separate-stderr as_t 30 "$SB_ALICE" slow -c 'trap "" TERM; sleep 100 & sleep 100; wait'
 	t1=$(now_ms)
 	[ "$status" -eq 124 ]
 	[[ $stderr == "slow: slow was stopped after "* ]]
@@ -416,11 +416,11 @@ now_ms() {
 
 @test "killing the shim mid-run kills the child's group within 1 s; audited peer-gone" {
 	local m=mk-kill-$RANDOM shim
-	as_t 30 sbt-alice sh -c "sleep 100 & sleep 100; : $m" >/dev/null 2>&1 3>&- &
+	as_t 30 "$SB_ALICE" sh -c "sleep 100 & sleep 100; : $m" >/dev/null 2>&1 3>&- &
 	local bg=$!
 	pid_of "$SB_RUNNER" "$m" >/dev/null
 	sb_wait_for 5 eval "[ \$(pgrep -u $SB_RUNNER | wc -l) -ge 3 ]"
-	shim=$(pid_of sbt-alice "$m")
+	shim=$(pid_of "$SB_ALICE" "$m")
 	kill -KILL "$shim"
 	sb_wait_for 1 sb_no_runner
 	wait "$bg" || true
@@ -430,7 +430,7 @@ now_ms() {
 @test "a detached grandchild (setsid) does not outlive its request" {
 	local t0 t1
 	# It closes stdio: the tool exits at once and the orphan is killed.
-	run --separate-stderr as_t 30 sbt-alice detach quiet
+	run --separate-stderr as_t 30 "$SB_ALICE" detach quiet
 	[ "$status" -eq 0 ]
 	[[ $output == "grandchild "* ]]
 	sb_wait_for 1 sb_no_runner
@@ -439,7 +439,7 @@ now_ms() {
 
 	# It keeps the output pipes open: the request still ends promptly.
 	t0=$(now_ms)
-	run --separate-stderr as_t 30 sbt-alice detach loud
+	run --separate-stderr as_t 30 "$SB_ALICE" detach loud
 	t1=$(now_ms)
 	[ "$status" -eq 0 ]
 	[[ $output == "grandchild "* ]]
@@ -447,12 +447,12 @@ now_ms() {
 	sb_wait_for 1 sb_no_runner
 
 	# The tool is still running when the shim is killed.
-	as_t 30 sbt-alice detach stay >"$T/detach.out" 2>&1 3>&- &
+	as_t 30 "$SB_ALICE" detach stay >"$T/detach.out" 2>&1 3>&- &
 	local bg=$!
 	sb_wait_for 5 grep -q grandchild "$T/detach.out"
 	# The tool's sleep and the grandchild's both run.
 	[ "$(pgrep -u "$SB_RUNNER" -f '^sleep 100' | wc -l)" -ge 2 ]
-	kill -KILL "$(pid_of sbt-alice 'detach stay')"
+	kill -KILL "$(pid_of "$SB_ALICE" 'detach stay')"
 	sb_wait_for 1 sb_no_runner
 	wait "$bg" || true
 }
@@ -462,16 +462,16 @@ now_ms() {
 	cp -p "$SB_CONFIG" "$T/config.orig"
 	cp -p "$SB_DIR/etc/sessions.d/alice.json" "$T/alice.orig"
 	sb_shim_links when
-	run -127 --separate-stderr as_t 30 sbt-alice when +%Y
+	run -127 --separate-stderr as_t 30 "$SB_ALICE" when +%Y
 
-	as_t 30 sbt-alice sh -c "sleep 2; echo survived; : $m" >"$T/inflight.out" 2>&1 3>&- &
+	as_t 30 "$SB_ALICE" sh -c "sleep 2; echo survived; : $m" >"$T/inflight.out" 2>&1 3>&- &
 	local bg=$!
 	pid_of "$SB_RUNNER" "$m" >/dev/null
 	sb_json_edit "$SB_CONFIG" 'c["tools"]["when"] = {"path": "/bin/date", "rules": [{"allow": ["+%Y"]}]}'
 	sb_json_edit "$SB_DIR/etc/sessions.d/alice.json" 'c["tools"].append("when")'
 	line=$(sb_reload)
 	[[ $line == *'"ok":true'* ]]
-	run --separate-stderr as_t 30 sbt-alice when +%Y
+	run --separate-stderr as_t 30 "$SB_ALICE" when +%Y
 	[ "$status" -eq 0 ]
 	[ "$output" = "$(date +%Y)" ]
 	# Still on the old config: the running request is unaffected.
@@ -483,7 +483,7 @@ now_ms() {
 	cp -p "$T/alice.orig" "$SB_DIR/etc/sessions.d/alice.json"
 	line=$(sb_reload)
 	[[ $line == *'"ok":true'* ]]
-	run -127 as_t 30 sbt-alice when +%Y
+	run -127 as_t 30 "$SB_ALICE" when +%Y
 }
 
 @test "SIGHUP with a broken config: the old config keeps serving; the failure names file and location" {
@@ -495,7 +495,7 @@ now_ms() {
 	[[ $line == *'"ok":false'* ]]
 	[[ $line == *"\"reason\":\"$SB_CONFIG: line 3 column "* ]]
 	grep -qF "reload failed, keeping the running config: $SB_CONFIG: line 3 column" "$SB_DIR/log/daemon.log"
-	run as_t 30 sbt-alice sh -c 'echo still-serving'
+	run as_t 30 "$SB_ALICE" sh -c 'echo still-serving'
 	[ "$status" -eq 0 ]
 	[ "$output" = still-serving ]
 	# Valid JSON, invalid policy.
@@ -504,10 +504,10 @@ now_ms() {
 	line=$(sb_reload)
 	[[ $line == *'"ok":false'* ]]
 	[[ $line == *"\"reason\":\"$SB_CONFIG: tools.sh.rules[0]: "* ]]
-	run as_t 30 sbt-alice sh -c 'echo still-serving'
+	run as_t 30 "$SB_ALICE" sh -c 'echo still-serving'
 	[ "$output" = still-serving ]
 	# The old policy still holds, too.
-	run as_t 30 sbt-alice sh -c 'rm x'
+	run as_t 30 "$SB_ALICE" sh -c 'rm x'
 	[ "$status" -eq 126 ]
 	cp -p "$T/config.orig" "$SB_CONFIG"
 	line=$(sb_reload)
@@ -544,8 +544,8 @@ now_ms() {
 	chmod 660 "$c/config.json"
 	chk "shimbridged: $c/config.json: must not be group- or world-writable (mode 0660)"
 	chmod 600 "$c/config.json"
-	chown sbt-alice "$c/config.json"
-	chk "shimbridged: $c/config.json: must be owned by root (owner uid is $(id -u sbt-alice))"
+	chown "$SB_ALICE" "$c/config.json"
+	chk "shimbridged: $c/config.json: must be owned by root (owner uid is $(id -u "$SB_ALICE"))"
 	chown root "$c/config.json"
 	# A broken drop-in is named, not the main file.
 	cp -p "$c/sessions.d/alice.json" "$T/alice.json"
@@ -564,7 +564,7 @@ now_ms() {
 
 # malformed ACTIONS... : run rawpeer as alice, print its output into $output.
 malformed() {
-	run --separate-stderr as_t 30 sbt-alice "$PY" "$SB_FIXTURES/rawpeer.py" --timeout 10 "$@"
+	run --separate-stderr as_t 30 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --timeout 10 "$@"
 	[ "$status" -eq 0 ] || { echo "rawpeer: $status $stderr" >&2; return 1; }
 }
 
@@ -573,7 +573,7 @@ after_malformed() {
 	local why=$1 n_allowed=$2
 	sb_wait_for 2 sb_audit_grep "r['event'] == 'protocol-error' and r['reason'].startswith('''$why''')" >/dev/null
 	[ "$(grep -c '"event":"allowed"' "$SB_AUDIT")" -eq "$n_allowed" ]
-	run as_t 30 sbt-alice sh -c 'echo alive'
+	run as_t 30 "$SB_ALICE" sh -c 'echo alive'
 	[ "$status" -eq 0 ]
 	[ "$output" = alive ]
 	kill -0 "$SB_PID"
@@ -619,7 +619,7 @@ perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 	[ "${#lines[@]}" -eq 0 ]
 	malformed 'bytes=\x00\x00' close
 	sb_wait_for 2 eval '[ "$(sb_daemon_fds)" -eq "$fds0" ]'
-	run as_t 30 sbt-alice sh -c 'echo alive'
+	run as_t 30 "$SB_ALICE" sh -c 'echo alive'
 	[ "$output" = alive ]
 }
 
@@ -648,7 +648,7 @@ perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 @test "malformed: invalid UTF-8 in argv from the real shim is refused cleanly (exit 125), not run" {
 	local n
 	n=$(grep -c '"event":"allowed"' "$SB_AUDIT")
-	run --separate-stderr as_t 30 sbt-alice sh -c $'echo \xff'
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c $'echo \xff'
 	echo "status $status stdout $output stderr $stderr"
 	[ "$status" -eq 125 ]
 	[ -z "$output" ]
@@ -694,8 +694,8 @@ perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 	local d=$T/c200 i bad=0
 	rm -rf "$d"
 	mkdir -p "$d"
-	chown sbt-alice "$d"
-	as_t 90 sbt-alice bash -c 'd=$1
+	chown "$SB_ALICE" "$d"
+	as_t 90 "$SB_ALICE" bash -c 'd=$1
 		for i in $(seq 200); do
 			(sh -c "echo \$0-\$1" "n$i" "x" >"$d/out.$i" 2>"$d/err.$i"; echo $? >"$d/rc.$i") &
 		done
@@ -711,11 +711,11 @@ perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 
 @test "signal forwarding: SIGINT to the shim reaches the child (trap exits 7)" {
 	local m=mk-int-$RANDOM shim rc=0
-	as_t 30 sbt-alice sh -c "trap 'echo got-int; exit 7' INT; echo ready; sleep 100; : $m" \
+	as_t 30 "$SB_ALICE" sh -c "trap 'echo got-int; exit 7' INT; echo ready; sleep 100; : $m" \
 		>"$T/int.out" 2>"$T/int.err" 3>&- &
 	local bg=$!
 	sb_wait_for 5 grep -q ready "$T/int.out"
-	shim=$(pid_of sbt-alice "$m")
+	shim=$(pid_of "$SB_ALICE" "$m")
 	kill -INT "$shim"
 	wait "$bg" || rc=$?
 	[ "$rc" -eq 7 ]
@@ -723,10 +723,10 @@ perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 	[ ! -s "$T/int.err" ]
 	# TERM is forwarded too (default action: the child dies of it, so does the shim).
 	rc=0
-	as_t 30 sbt-alice sh -c "echo ready; sleep 100; : $m" >"$T/term.out" 2>/dev/null 3>&- &
+	as_t 30 "$SB_ALICE" sh -c "echo ready; sleep 100; : $m" >"$T/term.out" 2>/dev/null 3>&- &
 	bg=$!
 	sb_wait_for 5 grep -q ready "$T/term.out"
-	kill -TERM "$(pid_of sbt-alice "$m")"
+	kill -TERM "$(pid_of "$SB_ALICE" "$m")"
 	wait "$bg" || rc=$?
 	[ "$rc" -eq 143 ]
 }
@@ -735,7 +735,7 @@ perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 	local preload=/nonexistent/x.so
 	# A dynamic (sanitized) shim would have ld.so complain about a missing preload.
 	ldd "$SB_DIR/bin/shimbridge-shim" >/dev/null 2>&1 && preload=
-	run --separate-stderr as_t 30 sbt-alice env TERM=xterm-sbt LC_ALL=C.UTF-8 FOO=bar \
+	run --separate-stderr as_t 30 "$SB_ALICE" env TERM=xterm-sbt LC_ALL=C.UTF-8 FOO=bar \
 		LD_PRELOAD="$preload" GIT_DIR=/tmp/evil GH_TOKEN=nope sh -c 'env | sort'
 	[ "$status" -eq 0 ]
 	[ -z "$stderr" ]

@@ -17,7 +17,7 @@ BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-300}
 load lib
 
 MARK=/var/lib/sbt-deb-test.marker
-DEBUSER=sbt-deb-alice
+DEBUSER=$SB_LANE-deb-alice
 
 # Purge the package and everything the suite made (idempotent).
 deb_cleanup() {
@@ -55,7 +55,7 @@ setup_file() {
 		export DEB_SKIP="shimbridge is installed on this machine (not by this test): not touching it"
 		return 0
 	fi
-	DEB_TMP=$(mktemp -d /tmp/sbt-deb.XXXXXX)
+	DEB_TMP=$(mktemp -d "/tmp/$SB_LANE-deb.XXXXXX")
 	chmod 755 "$DEB_TMP"
 	export DEB_TMP
 	VERSION=$(make -s -C "$SB_ROOT" --no-print-directory print-version)

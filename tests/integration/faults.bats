@@ -15,7 +15,7 @@ bats_require_minimum_version 1.5.0
 load lib
 
 # A runner of our own: a starting daemon SIGKILLs every process of its runner.
-SB_RUNNER=sbt-runner-flt
+SB_RUNNER=$SB_LANE-runner-flt
 BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-300}
 
 setup_file() {
@@ -25,8 +25,8 @@ setup_file() {
 	export T=$SB_DIR/t
 	mkdir -p "$T" "$SB_DIR/tools"
 	install -m 0755 "$SB_FIXTURES"/tools/{flood,forker}.sh "$SB_DIR/tools/"
-	sb_session alice sbt-alice '["sh", "flood", "forker", "tree"]'
-	sb_session bob sbt-bob '["sh"]'
+	sb_session alice "$SB_ALICE" '["sh", "flood", "forker", "tree"]'
+	sb_session bob "$SB_BOB" '["sh"]'
 	sb_shim_links sh flood forker tree
 }
 
@@ -123,7 +123,7 @@ io_of() {
 	local m=mk-dk-$RANDOM leader rc=0 lingering t0 t1
 	f_config
 	f_start
-	as_t 30 sbt-alice sh -c "sleep 100 & sleep 100; : $m" >"$T/dk.out" 2>"$T/dk.err" 3>&- &
+	as_t 30 "$SB_ALICE" sh -c "sleep 100 & sleep 100; : $m" >"$T/dk.out" 2>"$T/dk.err" 3>&- &
 	local bg=$!
 	leader=$(pid_of "$SB_RUNNER" "$m")
 	sb_wait_for 5 eval '[ "$(n_runner)" -ge 3 ]'
@@ -141,7 +141,7 @@ io_of() {
 	sb_jsonl_valid "$SB_AUDIT" >/dev/null
 	sb_audit_grep "r['event'] == 'allowed' and r.get('argv', [''])[-1].endswith('$m')" >/dev/null
 	# The socket file is stale now: refused, not hanging.
-	run --separate-stderr as_t 10 sbt-alice sh -c 'echo x'
+	run --separate-stderr as_t 10 "$SB_ALICE" sh -c 'echo x'
 	[ "$status" -eq 122 ]
 	[[ $stderr == *"(Connection refused)"* ]]
 	# The killed daemon's scratch directories were in memory (limits.scratch_tmpfs):
@@ -150,7 +150,7 @@ io_of() {
 	t0=$(now_ms)
 	f_start
 	DAEMON_KILLED=
-	run as_t 10 sbt-alice sh -c 'echo back'
+	run as_t 10 "$SB_ALICE" sh -c 'echo back'
 	t1=$(now_ms)
 	[ "$status" -eq 0 ]
 	[ "$output" = back ]
@@ -169,13 +169,13 @@ io_of() {
 	f_config
 	f_start
 	base=$(sb_daemon_fds)
-	(head -c 20000000000 /dev/zero | as_t 60 sbt-alice sh -c "cat >/dev/null; : $m") >/dev/null 2>&1 3>&- &
+	(head -c 20000000000 /dev/zero | as_t 60 "$SB_ALICE" sh -c "cat >/dev/null; : $m") >/dev/null 2>&1 3>&- &
 	local bg=$!
 	pid_of "$SB_RUNNER" "$m" >/dev/null
 	cat_pid=$(pid_of "$SB_RUNNER" '^cat$')
 	# Data is flowing into the child.
 	sb_wait_for 5 eval '[ "$(io_of "$cat_pid" rchar)" -gt 10000000 ]'
-	shim=$(pid_of sbt-alice "$m")
+	shim=$(pid_of "$SB_ALICE" "$m")
 	kill -KILL "$shim"
 	sb_wait_for 1 sb_no_runner
 	sb_wait_for 2 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
@@ -188,12 +188,12 @@ io_of() {
 	f_config
 	f_start
 	base=$(sb_daemon_fds)
-	as_t 60 sbt-alice sh -c "yes flood; : $m" >/dev/null 2>&1 3>&- &
+	as_t 60 "$SB_ALICE" sh -c "yes flood; : $m" >/dev/null 2>&1 3>&- &
 	local bg=$!
 	pid_of "$SB_RUNNER" "$m" >/dev/null
 	yes_pid=$(pid_of "$SB_RUNNER" '^yes flood$')
 	sb_wait_for 5 eval '[ "$(io_of "$yes_pid" wchar)" -gt 10000000 ]'
-	shim=$(pid_of sbt-alice "$m")
+	shim=$(pid_of "$SB_ALICE" "$m")
 	kill -KILL "$shim"
 	sb_wait_for 1 sb_no_runner
 	sb_wait_for 2 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
@@ -206,7 +206,7 @@ io_of() {
 	f_config '{"handshake_timeout": 2}'
 	f_start
 	base=$(sb_daemon_fds)
-	rp() { as_t 30 sbt-alice "$PY" "$SB_FIXTURES/rawpeer.py" --timeout 10 "$@"; }
+	rp() { as_t 30 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --timeout 10 "$@"; }
 	t0=$(now_ms)
 	rp read read >"$T/silent.out" 2>&1 3>&- &
 	local p1=$!
@@ -214,19 +214,19 @@ io_of() {
 	local p2=$!
 	rp hello read read >"$T/hello.out" 2>&1 3>&- &
 	local p3=$!
-	as_t 30 sbt-alice "$PY" "$SB_FIXTURES/rawpeer.py" --hold 40 6 >"$T/hold.out" 2>&1 3>&- &
+	as_t 30 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --hold 40 6 >"$T/hold.out" 2>&1 3>&- &
 	local p4=$!
 	sb_wait_for 5 grep -q 'held 40' "$T/hold.out"
 	# Normal calls are served promptly while the slow peers hang on.
 	for i in 1 2 3 4 5; do
 		c0=$(now_ms)
-		run as_t 10 sbt-alice sh -c "echo ok$i"
+		run as_t 10 "$SB_ALICE" sh -c "echo ok$i"
 		c1=$(now_ms)
 		[ "$status" -eq 0 ]
 		[ "$output" = "ok$i" ]
 		[ $((c1 - c0)) -lt 1000 ]
 	done
-	run as_t 10 sbt-bob sh -c 'echo bob'
+	run as_t 10 "$SB_BOB" sh -c 'echo bob'
 	[ "$output" = bob ]
 	wait "$p1" "$p2" "$p3"
 	t1=$(now_ms)
@@ -248,7 +248,7 @@ io_of() {
 	f_config
 	f_start
 	rss0=$(sb_daemon_rss)
-	as_t 60 sbt-alice "$PY" "$SB_FIXTURES/rawpeer.py" hello "run=[\"sh\", \"-c\", \"yes 0123456789abcdef; : $m\"]" \
+	as_t 60 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" hello "run=[\"sh\", \"-c\", \"yes 0123456789abcdef; : $m\"]" \
 		sleep=8 close >"$T/nr.out" 2>&1 3>&- &
 	local bg=$!
 	yes_pid=$(pid_of "$SB_RUNNER" '^yes 0123456789abcdef$')
@@ -261,12 +261,12 @@ io_of() {
 	[ "$w1" -lt 10000000 ]
 	# Everyone else is served, including bulk output.
 	for i in $(seq 10); do
-		run as_t 10 sbt-alice sh -c "echo ok$i"
+		run as_t 10 "$SB_ALICE" sh -c "echo ok$i"
 		[ "$output" = "ok$i" ]
 	done
-	run as_t 10 sbt-bob sh -c 'echo bob'
+	run as_t 10 "$SB_BOB" sh -c 'echo bob'
 	[ "$output" = bob ]
-	out=$(as_t 30 sbt-alice sh -c 'head -c 20000000 /dev/zero' | wc -c)
+	out=$(as_t 30 "$SB_ALICE" sh -c 'head -c 20000000 /dev/zero' | wc -c)
 	[ "$out" -eq 20000000 ]
 	rss1=$(sb_daemon_rss)
 	echo "# rss: $rss0 KiB idle, $rss1 KiB with a non-reading peer (its child wrote $w1 bytes, then blocked)" >&3
@@ -285,9 +285,9 @@ io_of() {
 	fds0=$(sb_daemon_fds)
 	rm -rf "$d"
 	mkdir -p "$d"
-	chown sbt-alice "$d"
+	chown "$SB_ALICE" "$d"
 	t0=$(now_ms)
-	as_t 120 sbt-alice bash -c 'd=$1
+	as_t 120 "$SB_ALICE" bash -c 'd=$1
 		for i in $(seq 1000); do
 			(sh -c "sleep 2; echo \$0" "n$i" >"$d/out.$i" 2>"$d/err.$i"; echo $? >"$d/rc.$i") &
 		done
@@ -333,20 +333,20 @@ concurrent() {
 	local d=$T/conc
 	f_config '{"max_per_session": 5}'
 	f_start
-	concurrent 10 sbt-alice 3
+	concurrent 10 "$SB_ALICE" 3
 	[ "$(grep -lx 0 "$d"/rc.* | wc -l)" -eq 5 ]
 	[ "$(grep -lx 121 "$d"/rc.* | wc -l)" -eq 5 ]
 	for f in $(grep -lx 121 "$d"/rc.*); do
 		[ "$(cat "${f/rc./err.}")" = "sh: the bridge is busy: this session has as many connections open as it may. Nothing was run; wait for some commands to finish and try again." ]
 	done
 	# Other sessions have their own budget.
-	run as_t 10 sbt-bob sh -c 'echo bob'
+	run as_t 10 "$SB_BOB" sh -c 'echo bob'
 	[ "$output" = bob ]
 	sb_stop
 
 	f_config '{"max_connections": 4, "max_per_session": 100}'
 	f_start
-	concurrent 8 sbt-alice 3
+	concurrent 8 "$SB_ALICE" 3
 	[ "$(grep -lx 0 "$d"/rc.* | wc -l)" -eq 4 ]
 	[ "$(grep -lx 121 "$d"/rc.* | wc -l)" -eq 4 ]
 	for f in $(grep -lx 121 "$d"/rc.*); do
@@ -356,12 +356,12 @@ concurrent() {
 
 @test "busy refusals are audited (threat model: every decision is in the audit log)" {
 	local uid n0 n1 q
-	uid=$(id -u sbt-alice)
+	uid=$(id -u "$SB_ALICE")
 	q="r.get('uid') == $uid and r['event'] in ('refused', 'denied', 'busy')"
 	f_config '{"max_per_session": 2}'
 	f_start
 	n0=$(sb_audit_grep "$q" | wc -l || true)
-	concurrent 4 sbt-alice 2
+	concurrent 4 "$SB_ALICE" 2
 	[ "$(grep -lx 121 "$T/conc"/rc.* | wc -l)" -eq 2 ]
 	n1=$(sb_audit_grep "$q" | wc -l || true)
 	[ $((n1 - n0)) -eq 2 ] || { echo "$((n1 - n0)) audit lines for 2 busy refusals" >&2; false; }
@@ -377,12 +377,12 @@ concurrent() {
 	fi
 	f_config
 	f_start
-	as_t 60 sbt-alice bash -c 'for i in $(seq 50); do sh -c ":"; done'
+	as_t 60 "$SB_ALICE" bash -c 'for i in $(seq 50); do sh -c ":"; done'
 	fds0=$(sb_daemon_fds)
 	rss0=$(sb_daemon_rss)
 	done0=$(grep -c '"event":"done"' "$SB_AUDIT")
 	t0=$(now_ms)
-	fails=$(as_t 900 sbt-alice bash -c 'f=0; for i in $(seq "$1"); do sh -c ":" || f=$((f + 1)); done; echo $f' _ "$n")
+	fails=$(as_t 900 "$SB_ALICE" bash -c 'f=0; for i in $(seq "$1"); do sh -c ":" || f=$((f + 1)); done; echo $f' _ "$n")
 	t1=$(now_ms)
 	sleep 1
 	fds1=$(sb_daemon_fds)
@@ -408,14 +408,14 @@ concurrent() {
 	# to allow it unless the daemon has CAP_SYS_RESOURCE (containers often do not).
 	f_start "64:$(ulimit -Hn)"
 	base=$(sb_daemon_fds)
-	as_t 30 sbt-alice "$PY" "$SB_FIXTURES/rawpeer.py" --hold 120 4 >"$T/hold.out" 2>&1 3>&- &
+	as_t 30 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --hold 120 4 >"$T/hold.out" 2>&1 3>&- &
 	local hold=$!
 	sb_wait_for 5 grep -q 'held 120' "$T/hold.out"
 	sb_wait_for 5 grep -q 'accept: Too many open files' "$SB_DIR/log/daemon.log"
 	[ "$(sb_daemon_fds)" -ge 60 ]
 	kill -0 "$SB_PID"
 	# A call made now waits in the listen backlog and is served after the release.
-	as_t 30 sbt-alice sh -c 'echo patient' >"$T/patient.out" 2>&1 3>&- &
+	as_t 30 "$SB_ALICE" sh -c 'echo patient' >"$T/patient.out" 2>&1 3>&- &
 	local patient=$!
 	wait "$hold"
 	grep -qx released "$T/hold.out"
@@ -423,7 +423,7 @@ concurrent() {
 	[ "$rc" -eq 0 ]
 	[ "$(cat "$T/patient.out")" = patient ]
 	sb_wait_for 5 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
-	run as_t 10 sbt-alice sh -c 'echo ok'
+	run as_t 10 "$SB_ALICE" sh -c 'echo ok'
 	[ "$status" -eq 0 ]
 	[ "$output" = ok ]
 }
@@ -433,7 +433,7 @@ concurrent() {
 	f_config
 	f_start
 	t0=$(now_ms)
-	as_t 60 sbt-alice forker 10000 >"$T/fork.out" 2>"$T/fork.err" 3>&- &
+	as_t 60 "$SB_ALICE" forker 10000 >"$T/fork.out" 2>"$T/fork.err" 3>&- &
 	local bg=$! rc=0 leader
 	# The bomb runs under the runner's process cap.
 	leader=$(pid_of "$SB_RUNNER" "forker.sh 10000")
@@ -450,7 +450,7 @@ concurrent() {
 	[ "$peak" -le 8192 ]
 	[ $((t1 - t0)) -le 10000 ]
 	sb_wait_for 3 sb_no_runner
-	run as_t 10 sbt-alice sh -c 'echo ok'
+	run as_t 10 "$SB_ALICE" sh -c 'echo ok'
 	[ "$output" = ok ]
 }
 
@@ -458,14 +458,14 @@ concurrent() {
 	local msg="flood was stopped: its output passed the limit of 1048576 bytes set by the bridge. Narrow the command (filters, --limit) or write less."
 	f_config
 	f_start
-	run --separate-stderr as_t 30 sbt-alice flood
+	run --separate-stderr as_t 30 "$SB_ALICE" flood
 	[ "$status" -eq 118 ]
 	[ "$stderr" = "flood: $msg" ]
 	echo "# output limit: ${#output} bytes of stdout delivered" >&3
 	[ "${#output}" -le 1048576 ]
 	[ "${#output}" -gt 900000 ]
 	refute grep -qv '^flood-flood-flood$' <<<"$output"
-	run --separate-stderr as_t 30 sbt-alice flood stderr
+	run --separate-stderr as_t 30 "$SB_ALICE" flood stderr
 	[ "$status" -eq 118 ]
 	[ -z "$output" ]
 	[ "${stderr_lines[-1]}" = "flood: $msg" ]
@@ -506,7 +506,7 @@ cg_require() {
 	f_config
 	f_start
 	cg_require
-	as_t 60 sbt-alice tree -c "$TREE_SCRIPT" >"$T/tree.out" 2>"$T/tree.err" 3>&- &
+	as_t 60 "$SB_ALICE" tree -c "$TREE_SCRIPT" >"$T/tree.out" 2>"$T/tree.err" 3>&- &
 	bg=$!
 	sb_wait_for 10 eval 'cg=$(cg_alice) && [ "$(cg_procs "$cg")" -ge 9 ]'
 	cg=$(cg_alice)
@@ -527,7 +527,7 @@ cg_require() {
 	TREE_TIMEOUT=120 f_config
 	sb_start --no-jail 3>&-
 	cg_require
-	as_t 60 sbt-alice tree -c "$TREE_SCRIPT" >"$T/tree.out" 2>"$T/tree.err" 3>&- &
+	as_t 60 "$SB_ALICE" tree -c "$TREE_SCRIPT" >"$T/tree.out" 2>"$T/tree.err" 3>&- &
 	bg=$!
 	sb_wait_for 10 eval 'cg=$(cg_alice) && [ "$(cg_procs "$cg")" -ge 8 ]'
 	cg=$(cg_alice)
@@ -547,6 +547,6 @@ cg_require() {
 	grep -q '"killed":"session-removed"' "$SB_AUDIT"
 	kill -HUP "$SB_PID"
 	sb_wait_for 10 eval '[ "$(grep -c "configuration reloaded" "$SB_DIR/log/daemon.log")" -ge 2 ]'
-	run as_t 10 sbt-alice sh -c 'echo back'
+	run as_t 10 "$SB_ALICE" sh -c 'echo back'
 	[ "$output" = back ]
 }

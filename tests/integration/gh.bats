@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # The gh profile end to end: the real gh (2.23) runs on the host as the runner,
-# reached through the shim as sbt-alice, and talks TLS to the fake GitHub
+# reached through the shim as $SB_ALICE, and talks TLS to the fake GitHub
 # Enterprise server (tests/fixtures/fakegh.py) on 127.0.0.1. One daemon and one
 # server serve the whole file. The server logs the Authorization header of every
 # request, which is how these tests see which token (if any) went out.
@@ -50,12 +50,12 @@ setup_file() {
 	"git": {"hosts": {"github.com": {"upstream": "https://localhost:$FAKEGH_PORT", "secret": "github"}}}
 }
 EOF
-	sb_session alice sbt-alice '["gh", "slowgh"]' '"repos": ["octo/repo"]'
+	sb_session alice "$SB_ALICE" '["gh", "slowgh"]' '"repos": ["octo/repo"]'
 	sb_start
 	# Sandbox checkouts (no commits needed: the shim reads only .git/HEAD and
 	# .git/config): one of the allowed repository, one of somebody else's. The
 	# first names github.com, which the config's git.hosts maps to this bridge.
-	as sbt-alice sh -ec "rm -rf repo other
+	as "$SB_ALICE" sh -ec "rm -rf repo other
 		git init -q repo && cd repo
 		git remote add origin https://github.com/octo/repo.git
 		git checkout -q -b feature-1
@@ -73,7 +73,7 @@ teardown_file() {
 		sb_fakegh_kill "$SB_DIR/evil443"
 		rm -rf "$SB_DIR"
 	fi
-	as sbt-alice rm -rf repo other 2>/dev/null || true
+	as "$SB_ALICE" rm -rf repo other 2>/dev/null || true
 	sb_reap_suite
 	return "$rc"
 }
@@ -82,18 +82,18 @@ teardown() {
 	sb_reap
 }
 
-# gha ARGS... — gh through the shim as sbt-alice, from her home directory. Sets
+# gha ARGS... — gh through the shim as $SB_ALICE, from her home directory. Sets
 # status/output (stdout and stderr together); the output must not hold the token.
 gha() {
-	run as sbt-alice timeout 30 gh "$@"
+	run as "$SB_ALICE" timeout 30 gh "$@"
 	sb_refute_contains "$GH_TOKEN_VALUE" "$output" "gh $*"
 }
 
-# ghin DIR ARGS... — the same from a directory of sbt-alice's home.
+# ghin DIR ARGS... — the same from a directory of $SB_ALICE's home.
 ghin() {
 	local d=$1
 	shift
-	run as_in sbt-alice "$d" timeout 30 gh "$@"
+	run as_in "$SB_ALICE" "$d" timeout 30 gh "$@"
 	sb_refute_contains "$GH_TOKEN_VALUE" "$output" "gh $* (in $d)"
 }
 
@@ -123,14 +123,14 @@ if missing:
 PYEOF
 }
 
-# refused WHY ARGS... — gh ARGS as sbt-alice (from her home) is refused by the
+# refused WHY ARGS... — gh ARGS as $SB_ALICE (from her home) is refused by the
 # policy: exit 126, a message with the policy's reason WHY, a "denied" audit line,
 # no child started ("allowed" lines unchanged) and no request at the server.
 refused() {
 	refused_in . "$@"
 }
 
-# refused_in DIR WHY ARGS... — the same from a directory of sbt-alice's home.
+# refused_in DIR WHY ARGS... — the same from a directory of $SB_ALICE's home.
 refused_in() {
 	local d=$1 why=$2 reqs allowed denied
 	shift 2
@@ -302,7 +302,7 @@ evil_count() {
 	echo "$r $t"
 }
 
-# never_elsewhere ARGS-LINE... — run each gh command line (word-split) as sbt-alice;
+# never_elsewhere ARGS-LINE... — run each gh command line (word-split) as $SB_ALICE;
 # none may send anything to another host (least of all the token), and each must be
 # refused by the policy (126). Every line is tried; all problems are reported.
 never_elsewhere() {
@@ -358,9 +358,9 @@ never_elsewhere() {
 
 @test "GH_* and GITHUB_* variables in the sandbox are not forwarded" {
 	local m dbg
-	dbg=$(mktemp -u /tmp/sbt-ghconfig.XXXXXX)
+	dbg=$(mktemp -u "/tmp/$SB_LANE-ghconfig.XXXXXX")
 	m=$(sb_fakegh_count)
-	run as sbt-alice env GH_HOST=evil.example GH_TOKEN=x GITHUB_TOKEN=y \
+	run as "$SB_ALICE" env GH_HOST=evil.example GH_TOKEN=x GITHUB_TOKEN=y \
 		GH_ENTERPRISE_TOKEN=z GITHUB_ENTERPRISE_TOKEN=w GH_DEBUG=api DEBUG=1 \
 		GH_CONFIG_DIR="$dbg" GH_REPO=someone/else GH_PAGER=/bin/false BROWSER=/bin/false \
 		HTTPS_PROXY=http://127.0.0.1:9 SSL_CERT_FILE=/nonexistent timeout 30 gh api user
@@ -380,7 +380,7 @@ never_elsewhere() {
 @test "while gh runs: no token in any /proc environ or cmdline sbt-alice can read; scratch is private" {
 	local bg m p holder scratch
 	m=$(sb_fakegh_count)
-	as sbt-alice timeout 30 slowgh api user >"$T/slow.out" 2>&1 &
+	as "$SB_ALICE" timeout 30 slowgh api user >"$T/slow.out" 2>&1 &
 	bg=$!
 	# Wait until a runner's process (slowgh's shell or its sleep) holds gh's token
 	# variable in its environment (root can see it): the positive control that the
@@ -403,12 +403,12 @@ never_elsewhere() {
 		run ! grep -aqF "$GH_TOKEN_VALUE" "/proc/$p/environ"
 	done
 	# That process is closed to her: refused, not merely gone.
-	run as sbt-alice cat "/proc/$holder/environ"
+	run as "$SB_ALICE" cat "/proc/$holder/environ"
 	[ "$status" -ne 0 ]
 	[[ $output == *"Permission denied"* ]]
 	# Everything she can read under /proc/*/{environ,cmdline} (threads too), in one
 	# quick pass as her, written out for root to search.
-	as sbt-alice "$PY" -c 'import glob, sys
+	as "$SB_ALICE" "$PY" -c 'import glob, sys
 out = sys.stdout.buffer
 for f in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") + \
         glob.glob("/proc/[0-9]*/task/*/environ"):
@@ -425,9 +425,9 @@ for f in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") +
 	# The scratch directory of the running call: not listable, not enterable by her.
 	scratch=$(ls "$(sb_dview "$SB_DIR/state/run")")
 	[ -n "$scratch" ]
-	run ! as sbt-alice ls "$SB_DIR/state/run"
+	run ! as "$SB_ALICE" ls "$SB_DIR/state/run"
 	for p in $scratch; do
-		run ! as sbt-alice ls "$SB_DIR/state/run/$p"
+		run ! as "$SB_ALICE" ls "$SB_DIR/state/run/$p"
 	done
 	wait "$bg"
 	run cat "$T/slow.out"
@@ -444,14 +444,14 @@ for f in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") +
 }
 
 @test "no token in files sbt-alice can read (home, /tmp, /var/tmp, /dev/shm) or in the audit log" {
-	# grep runs as sbt-alice with the token on stdin, never in argv or environ.
-	run bash -c 'printf "%s\n" "$1" | (source "$2"; as sbt-alice timeout 20 grep -rlsF -f - \
-		/home/sbt-alice /tmp /var/tmp /dev/shm)' _ "$GH_TOKEN_VALUE" "$BATS_TEST_DIRNAME/lib.bash"
+	# grep runs as $SB_ALICE with the token on stdin, never in argv or environ.
+	run bash -c 'printf "%s\n" "$1" | (source "$2"; as "$SB_ALICE" timeout 20 grep -rlsF -f - \
+		"/home/$SB_ALICE" /tmp /var/tmp /dev/shm)' _ "$GH_TOKEN_VALUE" "$BATS_TEST_DIRNAME/lib.bash"
 	# 1: no match; 2: no match, some files unreadable (as they should be).
 	[ "$status" -eq 1 ] || [ "$status" -eq 2 ]
 	[ -z "$output" ]
-	run ! as sbt-alice cat "$SB_AUDIT"
-	run ! as sbt-alice cat "$SB_DIR/etc/github.token"
+	run ! as "$SB_ALICE" cat "$SB_AUDIT"
+	run ! as "$SB_ALICE" cat "$SB_DIR/etc/github.token"
 }
 
 @test "shimbridged --check warns that gh 2.23 is older than 2.63.1" {
@@ -484,10 +484,10 @@ for f in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") +
 
 @test "gh pr create --body-file PR.md in the sandbox repo posts the agent's file" {
 	local m
-	as sbt-alice sh -c 'printf "## Summary\nBody from the agent'"'"'s PR.md\n" >repo/PR.md'
+	as "$SB_ALICE" sh -c 'printf "## Summary\nBody from the agent'"'"'s PR.md\n" >repo/PR.md'
 	m=$(sb_fakegh_count)
 	ghin repo pr create --title "Body from a file" --head body-file-branch --body-file PR.md
-	as sbt-alice rm -f repo/PR.md
+	as "$SB_ALICE" rm -f repo/PR.md
 	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
 	assert_log "$m" PullRequestCreate
 	"$PY" - "$FAKEGH_LOG" "$m" <<'PYEOF'

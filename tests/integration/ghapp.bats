@@ -71,12 +71,12 @@ setup_file() {
 	export GIT_PORT GIT_LOG
 	sb_shim_links gh git-remote-shimbridge
 	ghapp_config "$APP_ID" app-key | sb_config
-	sb_session alice sbt-alice '["gh", "git"]' '"repos": ["octo/alpha"]'
-	sb_session bob sbt-bob '["gh", "git"]' '"repos": ["octo/beta"]'
+	sb_session alice "$SB_ALICE" '["gh", "git"]' '"repos": ["octo/alpha"]'
+	sb_session bob "$SB_BOB" '["gh", "git"]' '"repos": ["octo/beta"]'
 	# The sandbox's git sends https://localhost:GIT_PORT/ through the bridge.
 	local u home
 	for u in alice bob; do
-		home=$(getent passwd "sbt-$u" | cut -d: -f6)
+		home=$(getent passwd "$SB_LANE-$u" | cut -d: -f6)
 		cat >"$home/.gitconfig" <<EOF
 [user]
 	name = Agent $u
@@ -86,9 +86,9 @@ setup_file() {
 [init]
 	defaultBranch = main
 EOF
-		chown "sbt-$u:" "$home/.gitconfig"
-		as "sbt-$u" git init -q w
-		as "sbt-$u" git -C w commit -q --allow-empty -m "work of $u"
+		chown "$SB_LANE-$u:" "$home/.gitconfig"
+		as "$SB_LANE-$u" git init -q w
+		as "$SB_LANE-$u" git -C w commit -q --allow-empty -m "work of $u"
 	done
 	GHAPP_MISSING=
 	if ! "$SB_BUILD/shimbridged" -c "$SB_CONFIG" --check-no-secrets >"$T/check.out" 2>&1; then
@@ -165,12 +165,12 @@ ghapp_config() {
 EOF
 }
 
-# sx USER CMD... — run CMD as the sandbox user sbt-USER from its home (60 s at most);
+# sx USER CMD... — run CMD as the sandbox user $SB_LANE-USER from its home (60 s at most);
 # sets status and output, and keeps the output for the leak scan.
 sx() {
 	local u=$1
 	shift
-	run as_t 60 "sbt-$u" "$@"
+	run as_t 60 "$SB_LANE-$u" "$@"
 	{ printf '### %s: %s (exit %s)\n' "$u" "$*" "$status"; printf '%s\n' "$output"; } >>"$T/sandbox.out"
 }
 
@@ -370,11 +370,11 @@ since() {
 	# What sandbox and runner processes expose while calls run: sampled for the leak scan.
 	# shellcheck disable=SC2016 # expanded by the inner bash
 	sb_bg bash -c 'while :; do
-		for p in $(pgrep -u "sbt-alice,sbt-bob,$1"); do
+		for p in $(pgrep -u "$1"); do
 			cat "/proc/$p/environ" "/proc/$p/cmdline" 2>/dev/null; echo
 		done
 		sleep 0.2
-	done' _ "$SB_RUNNER" </dev/null >"$T/proc.sample" 2>/dev/null
+	done' _ "$SB_ALICE,$SB_BOB,$SB_RUNNER" </dev/null >"$T/proc.sample" 2>/dev/null
 	local sampler=$!
 	# At least three rotations for each session (four tokens), at most five lifetimes.
 	deadline=$(($(date +%s) + 5 * GHAPP_TTL))
@@ -457,7 +457,7 @@ since() {
 	sb_audit_grep 'r.get("event") == "github_app" and r.get("session") == "alice" and r.get("result") != "ok" and r.get("action") in ("mint", "refresh")' >/dev/null
 	# Minting works again: the session recovers (after the bridge's back-off).
 	rm -f "$SB_DIR/fakegh/mint-fails"
-	sb_wait_for 90 eval 'as_t 60 sbt-alice gh pr list -R octo/alpha >/dev/null 2>&1'
+	sb_wait_for 90 eval 'as_t 60 "$SB_ALICE" gh pr list -R octo/alpha >/dev/null 2>&1'
 	push alice alpha
 	ok_or_show
 }
@@ -483,7 +483,7 @@ since() {
 
 @test "session remove revokes the session's token" {
 	local f
-	sb_wait_for 60 eval 'as_t 60 sbt-bob gh pr list -R octo/beta >/dev/null 2>&1'
+	sb_wait_for 60 eval 'as_t 60 "$SB_BOB" gh pr list -R octo/beta >/dev/null 2>&1'
 	f=$(sb_wait_for 20 live beta >/dev/null && live beta)
 	[ -n "$f" ]
 	run "$SB_BUILD/shimbridge" -c "$SB_CONFIG" --shim-dir "$SB_DIR/bin" session remove bob
@@ -519,7 +519,7 @@ since() {
 	# and the key files themselves.
 	while IFS= read -r -d '' f; do
 		files+=("$f")
-	done < <(find "$SB_DIR" /home/sbt-alice /home/sbt-bob -type f \
+	done < <(find "$SB_DIR" "/home/$SB_ALICE" "/home/$SB_BOB" -type f \
 		! -path "$REVEAL" ! -path "$SB_DIR/etc/app.key" ! -path "$SB_DIR/etc/other.key" \
 		! -path "$T/keys/*" ! -path "$SB_DIR/certs/*" ! -path "$SB_DIR/bin/*" \
 		! -path "$SB_DIR/up/root/*" ! -path "$SB_DIR/up/seed/*" -size -8M -print0)

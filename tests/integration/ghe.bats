@@ -38,7 +38,7 @@ ghe_config() {
 		-e "s#/usr/local/libexec/shimbridge/shimbridge-git#$SB_BUILD/shimbridge-git#g" \
 		-e "s#\"group\": \"shimbridge\"#\"group\": \"$SB_GROUP\"#g" \
 		-e "s#\"shimbridge-runner\"#\"$SB_RUNNER\"#g" \
-		-e "s#\"sb-alice\"#\"sbt-alice\"#g" \
+		-e "s#\"sb-alice\"#\"$SB_ALICE\"#g" \
 		-e "s#ghe\\.example\\.com#localhost:$FAKEGH_PORT#g"
 }
 
@@ -88,11 +88,11 @@ teardown() {
 @test "gh through the bridge reaches the GHE host with GH_ENTERPRISE_TOKEN and the configured CA" {
 	local from
 	from=$(sb_fakegh_count)
-	run as sbt-alice timeout 30 gh api user
+	run as "$SB_ALICE" timeout 30 gh api user
 	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
 	[[ $output == *'"login"'* ]]
 	sb_refute_contains "$GHE_TOKEN" "$output" "gh api user"
-	run as sbt-alice timeout 30 gh pr list -R octo/repo
+	run as "$SB_ALICE" timeout 30 gh pr list -R octo/repo
 	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
 	# Every request the server saw was GHE-shaped and carried the configured token.
 	"$PY" - "$FAKEGH_LOG" "$from" "token $GHE_TOKEN" <<'PYEOF'
@@ -149,12 +149,12 @@ PYEOF
 	sb_json_edit "$SB_CONFIG" 'del c["tools"]["gh"]["ca_file"]'
 	sb_reload >/dev/null
 	from=$(sb_fakegh_count)
-	run as sbt-alice timeout 30 gh api user
+	run as "$SB_ALICE" timeout 30 gh api user
 	cp "$T/config.keep" "$SB_CONFIG"
 	sb_reload >/dev/null
 	[ "$status" -ne 0 ]
 	[[ $output == *"certificate"* || $output == *"x509"* ]] || { echo "$output" >&2; return 1; }
 	[ "$(sb_fakegh_count)" -eq "$from" ]
-	run as sbt-alice timeout 30 gh api user
+	run as "$SB_ALICE" timeout 30 gh api user
 	[ "$status" -eq 0 ]
 }

@@ -34,7 +34,7 @@ setup_file() {
 	}
 }
 EOF
-	sb_session alice sbt-alice '["gh", "ghrevoked"]' '"repos": ["octo/repo"]'
+	sb_session alice "$SB_ALICE" '["gh", "ghrevoked"]' '"repos": ["octo/repo"]'
 	sb_start
 }
 
@@ -46,10 +46,10 @@ teardown_file() {
 	return "$rc"
 }
 
-# gha TOOL ARGS... — a gh tool through the shim as sbt-alice; the output must not hold
+# gha TOOL ARGS... — a gh tool through the shim as $SB_ALICE; the output must not hold
 # the token.
 gha() {
-	run as sbt-alice timeout 30 "$@"
+	run as "$SB_ALICE" timeout 30 "$@"
 	sb_refute_contains "$GH_TOKEN_VALUE" "$output" "$*"
 }
 

@@ -24,8 +24,8 @@ setup_file() {
 	chmod 644 "$FAKEGH_CA"
 	sb_shim_links gh
 	ghm_config 12345 app.pem
-	sb_session alice sbt-alice '["gh"]' '"repos": ["octo/repo"]'
-	sb_session bob sbt-bob '["gh"]' '"repos": ["octo/other-repo"]'
+	sb_session alice "$SB_ALICE" '["gh"]' '"repos": ["octo/repo"]'
+	sb_session bob "$SB_BOB" '["gh"]' '"repos": ["octo/other-repo"]'
 	sb_start
 }
 
@@ -93,7 +93,7 @@ PYEOF
 }
 
 @test "a session's first gh call mints its token; the host sees that token" {
-	run --separate-stderr as sbt-alice gh api repos/octo/repo
+	run --separate-stderr as "$SB_ALICE" gh api repos/octo/repo
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; cat "$SB_DIR/log/daemon.log" >&2; return 1; }
 	[[ "$output" == *'"full_name"'* ]]
 	ghm_audit mint alice ok
@@ -108,15 +108,15 @@ PYEOF
 
 @test "later calls reuse the session's token; another session gets its own" {
 	n=$(ghm_audit mint alice ok | wc -l)
-	run --separate-stderr as sbt-alice gh api repos/octo/repo
+	run --separate-stderr as "$SB_ALICE" gh api repos/octo/repo
 	[ "$status" -eq 0 ]
 	[ "$(ghm_audit mint alice ok | wc -l)" -eq "$n" ]
-	run --separate-stderr as sbt-bob gh api repos/octo/other-repo
+	run --separate-stderr as "$SB_BOB" gh api repos/octo/other-repo
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	[ "$(ghm_fp alice)" != "$(ghm_fp bob)" ]
 	grep '/access_tokens' "$FAKEGH_LOG" | tail -n 1 | grep -q '"repositories": \["octo/other-repo"\]'
 	# alice's token is not for bob's repository: the bridge refuses before GitHub would.
-	run --separate-stderr as sbt-alice gh api repos/octo/other-repo
+	run --separate-stderr as "$SB_ALICE" gh api repos/octo/other-repo
 	[ "$status" -ne 0 ]
 }
 
@@ -140,7 +140,7 @@ PYEOF
 	# 20 s tokens are refreshed 10 s after they are minted: 25 s span two refreshes.
 	end=$((SECONDS + 25))
 	while [ "$SECONDS" -lt "$end" ]; do
-		as sbt-alice gh api repos/octo/repo >/dev/null 2>&1 || fails=$((fails + 1))
+		as "$SB_ALICE" gh api repos/octo/repo >/dev/null 2>&1 || fails=$((fails + 1))
 		sleep 1
 	done
 	[ "$fails" -eq 0 ]
@@ -155,33 +155,33 @@ PYEOF
 	fp=$(ghm_fp alice)
 	echo 502 >"$SB_DIR/fakegh/fail"
 	sb_wait_for 20 eval "ghm_audit refresh alice | grep -q 'HTTP 502'"
-	run --separate-stderr as sbt-alice gh api repos/octo/repo
+	run --separate-stderr as "$SB_ALICE" gh api repos/octo/repo
 	[ "$status" -eq 0 ]
 	[ "$(ghm_fp alice)" = "$fp" ]
 	# Wait for the token to expire (20 s at most), then the bridge refuses with the reason.
 	sb_wait_for 25 eval "[ \"\$(ghm_fake_state $fp)\" = expired ]"
-	run --separate-stderr as sbt-alice gh api repos/octo/repo
+	run --separate-stderr as "$SB_ALICE" gh api repos/octo/repo
 	[ "$status" -ne 0 ]
 	[[ "$stderr" == *"could not get a GitHub App token for this session"*"HTTP 502"*"Tell the operator"* ]]
 	grep -q "refreshing the token failed\|minting a token failed" "$SB_DIR/log/daemon.log"
 	rm -f "$SB_DIR/fakegh/fail"
-	sb_wait_for 70 eval "as sbt-alice gh api repos/octo/repo >/dev/null 2>&1"
+	sb_wait_for 70 eval "as $SB_ALICE gh api repos/octo/repo >/dev/null 2>&1"
 	[ "$(ghm_fp alice)" != "$fp" ]
 }
 
 @test "a reload that changes a session's repositories revokes its token; removing a session too" {
 	fpa=$(ghm_fp alice)
 	# bob's token may have expired in the previous test; a call retries the mint.
-	sb_wait_for 30 eval "as sbt-bob gh api repos/octo/other-repo >/dev/null 2>&1"
+	sb_wait_for 30 eval "as $SB_BOB gh api repos/octo/other-repo >/dev/null 2>&1"
 	fpb=$(ghm_fp bob)
-	sb_session alice sbt-alice '["gh"]' '"repos": ["octo/repo", "octo/third"]'
+	sb_session alice "$SB_ALICE" '["gh"]' '"repos": ["octo/repo", "octo/third"]'
 	rm "$SB_DIR/etc/sessions.d/bob.json"
 	sb_reload | grep -q '"ok":true'
 	sb_wait_for 10 eval "ghm_audit revoke alice ok | grep -q '\"fingerprint\":\"$fpa\"'"
 	sb_wait_for 10 eval "ghm_audit revoke bob ok | grep -q '\"fingerprint\":\"$fpb\"'"
 	[ "$(ghm_fake_state "$fpa")" = revoked ]
 	[ "$(ghm_fake_state "$fpb")" = revoked ]
-	run --separate-stderr as sbt-alice gh api repos/octo/third
+	run --separate-stderr as "$SB_ALICE" gh api repos/octo/third
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	grep '/access_tokens' "$FAKEGH_LOG" | tail -n 1 | grep -q '"repositories": \["octo/repo", "octo/third"\]'
 }
@@ -189,7 +189,7 @@ PYEOF
 @test "a reload that changes nothing for a session keeps its token" {
 	fpa=$(ghm_fp alice)
 	sb_reload | grep -q '"ok":true'
-	run --separate-stderr as sbt-alice gh api repos/octo/repo
+	run --separate-stderr as "$SB_ALICE" gh api repos/octo/repo
 	[ "$status" -eq 0 ]
 	[ "$(ghm_fp alice)" = "$fpa" ] || ghm_audit refresh alice ok
 	! ghm_audit revoke alice | grep -q "\"fingerprint\":\"$fpa\"" || ghm_audit refresh alice ok
@@ -230,7 +230,7 @@ PYEOF
 	mkdir -m 700 "$SB_DIR/etc2"
 	sed "s#$SB_DIR/etc/sessions.d#x#" "$SB_CONFIG" >"$SB_DIR/etc2/config.json"
 	mkdir -m 700 "$SB_DIR/etc2/sessions.d"
-	printf '{"name": "carol", "user": "sbt-alice", "tools": ["gh"], "repos": ["octo/repo", "other/repo"]}\n' \
+	printf '{"name": "carol", "user": "%s", "tools": ["gh"], "repos": ["octo/repo", "other/repo"]}\n' "$SB_ALICE" \
 		>"$SB_DIR/etc2/sessions.d/carol.json"
 	chmod 600 "$SB_DIR/etc2/config.json" "$SB_DIR/etc2/sessions.d/carol.json"
 	run --separate-stderr "$SB_BUILD/shimbridged" -c "$SB_DIR/etc2/config.json" --check-no-secrets
@@ -240,7 +240,7 @@ PYEOF
 }
 
 @test "stopping the daemon revokes every live token" {
-	sb_wait_for 30 eval "as sbt-alice gh api repos/octo/repo >/dev/null 2>&1"
+	sb_wait_for 30 eval "as $SB_ALICE gh api repos/octo/repo >/dev/null 2>&1"
 	fpa=$(ghm_fp alice)
 	[ "$(ghm_fake_state "$fpa")" = live ]
 	touch "$SB_DIR/stopped"

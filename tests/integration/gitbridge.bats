@@ -9,7 +9,7 @@
 #   SB_BUILD=build/san bats tests/integration/gitbridge.bats     # ASan/UBSan daemon
 #
 # One daemon and one upstream (octo/demo and octo/other, both with
-# receive.denyNonFastForwards) for the file; sessions alice (sbt-alice) and bob (sbt-bob)
+# receive.denyNonFastForwards) for the file; sessions alice ($SB_ALICE) and bob ($SB_BOB)
 # may reach octo/demo only. Each test makes its own clones and uses its own branch
 # names, so the tests do not depend on each other. Every test ends with a check
 # (teardown) that the daemon is alive, no runner process is left behind, and the token
@@ -22,7 +22,7 @@ load lib
 # A runner of our own, per run: a starting daemon SIGKILLs every process of its runner,
 # so suites (or two runs of this one) sharing a runner would kill each other's children,
 # and the leftover check in teardown would see the other run's processes.
-SB_RUNNER=${GB_RUNNER:-sbt-rgb-$$}
+SB_RUNNER=${GB_RUNNER:-$SB_LANE-rgb-$$}
 BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-60}
 
 setup_file() {
@@ -104,15 +104,15 @@ setup_file() {
           "ask_branches": ["release/*"], "ask_timeout": 30}
 }
 EOF
-	sb_session alice sbt-alice '["git"]' '"repos": ["octo/demo"]'
-	sb_session bob sbt-bob '["git"]' '"repos": ["octo/demo"]'
+	sb_session alice "$SB_ALICE" '["git"]' '"repos": ["octo/demo"]'
+	sb_session bob "$SB_BOB" '["git"]' '"repos": ["octo/demo"]'
 	sb_start 3>&-
 	echo "$SB_PID" >"$SB_DIR/daemon.pid"
 
 	# Each sandbox user's working area and global git config (GIT_CONFIG_GLOBAL, so
 	# other suites writing ~/.gitconfig of the same users cannot interfere).
 	for u in alice bob; do
-		w=$(getent passwd "sbt-$u" | cut -d: -f6)/gitbridge.$$
+		w=$(getent passwd "$SB_LANE-$u" | cut -d: -f6)/gitbridge.$$
 		rm -rf "$w"
 		mkdir -p "$w"
 		cat >"$w/gitconfig" <<EOF
@@ -133,7 +133,7 @@ EOF
 [pull]
 	rebase = false
 EOF
-		chown -R "sbt-$u:" "$w"
+		chown -R "$SB_LANE-$u:" "$w"
 		chmod 700 "$w"
 		printf -v "GB_W_$u" '%s' "$w"
 	done
@@ -170,8 +170,8 @@ setup() {
 	GB_ENV=()
 	AW=$GB_W_alice/t$BATS_TEST_NUMBER
 	BW=$GB_W_bob/t$BATS_TEST_NUMBER
-	runuser -u sbt-alice -- mkdir -p "$AW"
-	runuser -u sbt-bob -- mkdir -p "$BW"
+	runuser -u "$SB_ALICE" -- mkdir -p "$AW"
+	runuser -u "$SB_BOB" -- mkdir -p "$BW"
 }
 
 teardown() {
@@ -217,7 +217,7 @@ gb_canary() {
 # traffic (the traffic goes to the TCP trap on $GB_SPYPORT).
 gb_arm_kit() {
 	local a h k v spy=http://127.0.0.1:$GB_SPYPORT up=http://127.0.0.1:$GB_UPPORT
-	GB_MK=$(mktemp -d /tmp/sbt-gb-mark.XXXXXX)
+	GB_MK=$(mktemp -d "/tmp/$SB_LANE-gb-mark.XXXXXX")
 	_sb_record "dir $GB_MK"
 	chmod 1777 "$GB_MK"
 	GB_ARM=$SB_DIR/arm
@@ -295,11 +295,11 @@ gb_arm_env() {
 		GIT_CONFIG_PARAMETERS="'core.sshcommand'='$a/ssh' 'credential.helper'='$a/cred'")
 }
 
-# Markers and credential records written by a uid other than sbt-USER's: something that
+# Markers and credential records written by a uid other than $SB_LANE-USER's: something that
 # ran on the host side (the runner, root). Prints them.
 gb_host_markers() {
 	local f u ok
-	ok=$(id -u "sbt-$1")
+	ok=$(id -u "$SB_LANE-$1")
 	for f in "$GB_MK"/mark.* "$GB_MK"/cred.*; do
 		[ -e "$f" ] || continue
 		u=${f##*/}
@@ -309,13 +309,13 @@ gb_host_markers() {
 	done
 }
 
-# Files, and /proc entries of live processes, that sbt-USER can read and that hold the
+# Files, and /proc entries of live processes, that $SB_LANE-USER can read and that hold the
 # token (plain, base64, or as the Basic credential made from it). The patterns travel on stdin, so that
 # the searching grep's own argv does not hold them.
 gb_token_visible() {
 	{ printf '%s\n' "$GB_TOKEN"; printf 'x-access-token:%s' "$GB_TOKEN" | base64 -w0; echo
 	  printf '%s' "$GB_TOKEN" | base64 -w0; echo; } |
-		runuser -u "sbt-$1" -- grep -rlsF -D skip -f - /tmp /var/tmp /dev/shm /run /home \
+		runuser -u "$SB_LANE-$1" -- grep -rlsF -D skip -f - /tmp /var/tmp /dev/shm /run /home \
 		/proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null || true
 }
 
@@ -327,16 +327,16 @@ gb_upstream_init() {
 	git -C "$r" config receive.denyNonFastForwards true
 }
 
-# gb_as USER DIR CMD...: run CMD as sbt-USER in DIR (relative: the test's area of that
+# gb_as USER DIR CMD...: run CMD as $SB_LANE-USER in DIR (relative: the test's area of that
 # user) with the sandbox's clean environment plus "${GB_ENV[@]}", bounded by GB_T (30)
 # seconds; stderr goes to stdout.
 gb_as() {
 	local u=$1 d=$2 home w
 	shift 2
-	home=$(getent passwd "sbt-$u" | cut -d: -f6)
+	home=$(getent passwd "$SB_LANE-$u" | cut -d: -f6)
 	w=GB_W_$u
 	case $d in /*) ;; *) d=${!w}/t$BATS_TEST_NUMBER/$d ;; esac
-	(cd "$d" && exec timeout -k 5 "${GB_T:-30}" runuser -u "sbt-$u" -- env -i \
+	(cd "$d" && exec timeout -k 5 "${GB_T:-30}" runuser -u "$SB_LANE-$u" -- env -i \
 		HOME="$home" PATH="$SB_DIR/bin:/usr/bin:/bin" SHIMBRIDGE_SOCKET="$SB_SOCK" \
 		LANG=C.UTF-8 GIT_CONFIG_GLOBAL="${!w}/gitconfig" GIT_TERMINAL_PROMPT=0 \
 		"${GB_ENV[@]}" "$@") 2>&1
@@ -455,13 +455,13 @@ adm() {
 gb_bgpush() {
 	local n=$1 u=$2 d=$3 home w
 	shift 3
-	home=$(getent passwd "sbt-$u" | cut -d: -f6)
+	home=$(getent passwd "$SB_LANE-$u" | cut -d: -f6)
 	w=GB_W_$u
 	case $d in /*) ;; *) d=${!w}/t$BATS_TEST_NUMBER/$d ;; esac
 	rm -f "$SB_DIR/out/$n.log" "$SB_DIR/out/$n.rc"
 	# shellcheck disable=SC2016
 	sb_bg /bin/sh -c 'o=$1; d=$2; shift 2; cd "$d" || exit 1; "$@" >"$o.log" 2>&1
-	    echo $? >"$o.rc"' _ "$SB_DIR/out/$n" "$d" timeout -k 5 90 runuser -u "sbt-$u" -- \
+	    echo $? >"$o.rc"' _ "$SB_DIR/out/$n" "$d" timeout -k 5 90 runuser -u "$SB_LANE-$u" -- \
 		env -i HOME="$home" PATH="$SB_DIR/bin:/usr/bin:/bin" SHIMBRIDGE_SOCKET="$SB_SOCK" \
 		LANG=C.UTF-8 GIT_CONFIG_GLOBAL="${!w}/gitconfig" GIT_TERMINAL_PROMPT=0 git "$@" \
 		</dev/null
@@ -512,7 +512,7 @@ gb_askbranch() {
 	[ "$(gb_rev alice c HEAD)" = "$(gb_upref refs/heads/main)" ]
 	# Served from the session's mirror, which the runner owns and the sandbox cannot read.
 	[ "$(stat -c %U "$GB_MIRROR_ALICE")" = "$SB_RUNNER" ]
-	! runuser -u sbt-alice -- ls "$GB_MIRROR_ALICE" >/dev/null 2>&1 || false
+	! runuser -u "$SB_ALICE" -- ls "$GB_MIRROR_ALICE" >/dev/null 2>&1 || false
 	# Upstream saw authenticated upload-pack requests, from the runner's git.
 	tail -n +"$((nreq + 1))" "$GB_UP/requests.log" | grep 'git-upload-pack' | grep '"auth": true' |
 		grep -q '"status": 200'
@@ -827,7 +827,7 @@ gb_stable() {
 # --- the sandbox repository cannot make the host run anything -------------------------
 
 @test "an armed sandbox repository, config and environment make nothing run or connect on the host" {
-	uid_alice=$(id -u sbt-alice)
+	uid_alice=$(id -u "$SB_ALICE")
 	# The trap works: a host git that read this config, as the runner, would trip it.
 	st=$SB_DIR/selftest
 	mkdir -p "$st"
@@ -847,7 +847,7 @@ gb_stable() {
 	# Armed global config and environment for the sandbox's git, from the clone on.
 	cp "$GB_W_alice/gitconfig" "$GB_W_alice/armed-gitconfig"
 	git config -f "$GB_W_alice/armed-gitconfig" include.path "$GB_ARM/config"
-	chown sbt-alice: "$GB_W_alice/armed-gitconfig"
+	chown "$SB_ALICE:" "$GB_W_alice/armed-gitconfig"
 	gb_arm_env
 	gb_clone alice c
 	# Armed repository: its own config, hooks, attributes and submodule URLs.
@@ -896,7 +896,7 @@ gb_stable() {
 
 @test "the token is in no output and no trace file, with every git tracing variable set in the sandbox" {
 	td=$AW/trace
-	runuser -u sbt-alice -- mkdir -p "$td"
+	runuser -u "$SB_ALICE" -- mkdir -p "$td"
 	tr=(GIT_TRACE=1 GIT_TRACE_PACKET=1 GIT_TRACE_CURL=1 GIT_CURL_VERBOSE=1 GIT_TRACE_REDACT=0
 		GIT_TRACE_SETUP=1 GIT_TRACE_PERFORMANCE=1 GIT_TRACE_SHALLOW=1 GIT_TRACE_REFS=1
 		GIT_TRACE_FSMONITOR=1 GIT_TRACE_PACKFILE="$td/packfile" GIT_TRACE2="$td/t2"
@@ -986,7 +986,7 @@ gb_stable() {
 	# Mid-push: the mirror's receive-pack is already taking the pack in.
 	sb_wait_for 20 pgrep -u "$SB_RUNNER" -f 'index-pack|unpack-objects' >/dev/null
 	victims=$(gb_descendants "$job" | while read -r p; do
-		if [ "$(stat -c %U "/proc/$p" 2>/dev/null)" = sbt-alice ]; then echo "$p"; fi; done)
+		if [ "$(stat -c %U "/proc/$p" 2>/dev/null)" = "$SB_ALICE" ]; then echo "$p"; fi; done)
 	[ -n "$victims" ]
 	kill -KILL $victims 2>/dev/null || true
 	wait "$job" || true
@@ -1203,7 +1203,7 @@ gb_stable() {
 	gb_askbranch alice c release/intr
 	gb_bgpush p7 alice c push origin release/intr
 	id=$(gb_pending_id "release/intr")
-	pid=$(pgrep -u sbt-alice -f -- "git-remote-shimbridge" | head -n 1)
+	pid=$(pgrep -u "$SB_ALICE" -f -- "git-remote-shimbridge" | head -n 1)
 	[ -n "$pid" ]
 	kill -INT "$pid"
 	gb_bgwait p7
@@ -1230,7 +1230,7 @@ gb_stable() {
 	gb_askbranch alice c release/gone
 	gb_bgpush p9 alice c push origin release/gone
 	id=$(gb_pending_id "release/gone")
-	pkill -KILL -u sbt-alice -f -- "git-remote-shimbridge"
+	pkill -KILL -u "$SB_ALICE" -f -- "git-remote-shimbridge"
 	sb_wait_for 20 eval '! gb_has_pending release/gone'
 	gb_bgwait p9
 	[ "$status" -ne 0 ]
@@ -1247,11 +1247,12 @@ gb_stable() {
 }
 
 @test "ask: the approver command decides a push too, as its own user" {
-	id sbt-approver >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /usr/sbin/nologin sbt-approver
+	local approver=$SB_LANE-approver
+	id "$approver" >/dev/null 2>&1 || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$approver"
 	mkdir -p "$SB_DIR/tools"
 	install -m 0755 "$SB_FIXTURES/tools/approver.sh" "$SB_DIR/tools/"
 	cp "$SB_CONFIG" "$SB_DIR/out/config.json"
-	sb_json_edit "$SB_CONFIG" 'c["approval"] = {"command": ["'"$SB_DIR"'/tools/approver.sh"], "user": "sbt-approver", "command_timeout": 10}'
+	sb_json_edit "$SB_CONFIG" 'c["approval"] = {"command": ["'"$SB_DIR"'/tools/approver.sh"], "user": "'"$approver"'", "command_timeout": 10}'
 	sb_reload | grep -q '"ok":true'
 	gb_askbranch alice c release/ok
 	sgit alice c push origin release/ok
@@ -1267,8 +1268,8 @@ gb_stable() {
 	[ "$(gb_upref refs/heads/release/no)" = none ]
 	sb_audit_grep "r['event'] == 'approval' and r['decided_by'] == 'approver' and r['decision'] == 'approve' and r['reason'] == 'release ok'"
 	sb_audit_grep "r['event'] == 'approval' and r['decided_by'] == 'approver' and r['decision'] == 'deny'"
-	sb_wait_for 5 eval "! pgrep -u sbt-approver >/dev/null"
-	userdel sbt-approver 2>/dev/null || true
+	sb_wait_for 5 eval "! pgrep -u $approver >/dev/null"
+	userdel "$approver" 2>/dev/null || true
 }
 
 # Last: it restarts the daemon.

@@ -17,7 +17,7 @@ setup_file() {
 	command -v /usr/bin/gh >/dev/null || skip "gh not installed"
 	INJECTD=${SB_INJECTD:-$SB_ROOT/build/tools/san/injectd}
 	[ -x "$INJECTD" ] || { echo "$INJECTD missing: make build/tools/san/injectd" >&2; return 1; }
-	SB_DIR=$(mktemp -d /tmp/sbt-inject.XXXXXX)
+	SB_DIR=$(mktemp -d "/tmp/$SB_LANE-inject.XXXXXX")
 	chmod 755 "$SB_DIR"
 	TOKEN="ghs_real$RANDOM$RANDOM$RANDOM"
 	export INJECTD SB_DIR TOKEN

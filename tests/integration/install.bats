@@ -3,7 +3,7 @@
 # temporary trees, the systemd units (verify, exposure score), the launchd plist,
 # shellcheck over every shell script, and the admin CLI `shimbridge` against a real
 # daemon with real users. Names here start with sbi- (users sbi-*, sb-sbi-*, group
-# sbi-sock, runner sbi-runner) to stay clear of the sbt-* users of other suites.
+# sbi-sock, runner sbi-runner) to stay clear of the lanes' users (sbt-*, sbu-*: lib.bash).
 
 bats_require_minimum_version 1.5.0
 load lib
@@ -11,7 +11,7 @@ load lib
 SBI_GROUP=sbi-sock
 SBI_RUNNER=sbi-runner
 EXPOSURE_MAX=4.0
-# lib sets the sbt-* names; this suite has its own (set again at every test's load).
+# lib sets the $SB_LANE-* names; this suite has its own (set again at every test's load).
 SB_GROUP=$SBI_GROUP
 SB_RUNNER=$SBI_RUNNER
 

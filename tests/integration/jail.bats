@@ -9,9 +9,9 @@ bats_require_minimum_version 1.5.0
 load lib
 
 # Runners of our own: a starting daemon kills every process of each of its runners.
-SB_RUNNER=sbt-runner-jail
-RUN_A=sbt-run-ja
-RUN_B=sbt-run-jb
+SB_RUNNER=$SB_LANE-runner-jail
+RUN_A=$SB_LANE-run-ja
+RUN_B=$SB_LANE-run-jb
 BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-120}
 
 jail_config() {
@@ -53,13 +53,13 @@ echo "ifaces: $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' '
 { echo x >/dev/tcp/127.0.0.1/9; } 2>&1 | grep -o 'Network is unreachable' | head -n 1
 EOF
 	chmod 755 "$SB_DIR/tools/netinfo.sh"
-	SECRET="sbt-jail-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+	SECRET="$SB_LANE-jail-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
 	export SECRET
 	(umask 077 && printf '%s\n' "$SECRET" >"$SB_DIR/etc/tok")
 	jail_config
-	sb_session alice sbt-alice '["sh", "hold", "nonet", "ghnet"]' \
+	sb_session alice "$SB_ALICE" '["sh", "hold", "nonet", "ghnet"]' \
 		"\"runner\": \"$RUN_A\", \"repos\": [\"octo/repo\"]"
-	sb_session bob sbt-bob '["sh", "hold"]' "\"runner\": \"$RUN_B\""
+	sb_session bob "$SB_BOB" '["sh", "hold"]' "\"runner\": \"$RUN_B\""
 	sb_shim_links sh hold nonet gh
 	ln -sf shimbridge-shim "$SB_DIR/bin/ghnet"
 	jail_start
@@ -69,7 +69,7 @@ EOF
 	chown -R "$RUN_B:" "$SB_DIR/state/mirrors/bob"
 	chmod 700 "$SB_DIR/state/mirrors/bob"
 	# A world-readable file in the host's /tmp.
-	HOSTFILE=$(mktemp /tmp/sbt-jail-host.XXXXXX)
+	HOSTFILE=$(mktemp "/tmp/$SB_LANE-jail-host.XXXXXX")
 	echo "host-tmp-$SECRET" >"$HOSTFILE"
 	chmod 644 "$HOSTFILE"
 	echo "$HOSTFILE" >"$SB_DIR/hostfile"
@@ -143,19 +143,19 @@ no_secret() {
 }
 
 @test "each session's child runs as that session's own runner" {
-	run --separate-stderr as_t 30 sbt-alice sh -c 'id -u; id -G; echo "$USER"'
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'id -u; id -G; echo "$USER"'
 	[ "$status" -eq 0 ]
 	[ "$output" = "$(id -u "$RUN_A")
 $(id -g "$RUN_A")
 $RUN_A" ]
-	run --separate-stderr as_t 30 sbt-bob sh -c 'id -u; echo "$USER"'
+	run --separate-stderr as_t 30 "$SB_BOB" sh -c 'id -u; echo "$USER"'
 	[ "$status" -eq 0 ]
 	[ "$output" = "$(id -u "$RUN_B")
 $RUN_B" ]
 }
 
 @test "a child's /proc shows only its own jail: it is PID 2 under the jail's init" {
-	run --separate-stderr as_t 30 sbt-alice sh -c 'echo "pid $$"; cat /proc/sys/kernel/hostname; ls /proc | grep -c "^[0-9]"'
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'echo "pid $$"; cat /proc/sys/kernel/hostname; ls /proc | grep -c "^[0-9]"'
 	[ "$status" -eq 0 ]
 	[ "${lines[0]}" = "pid 2" ]
 	[ "${lines[1]}" = "shimbridge" ]
@@ -167,13 +167,13 @@ $RUN_B" ]
 
 @test "session A cannot see session B's running child, its environ, or its secret" {
 	local m=mk-hold-$RANDOM p
-	as_t 40 sbt-bob hold -c "sleep 30; : $m" </dev/null >/dev/null 2>&1 3>&- &
+	as_t 40 "$SB_BOB" hold -c "sleep 30; : $m" </dev/null >/dev/null 2>&1 3>&- &
 	local bg=$!
 	sb_wait_for 5 eval "pgrep -u $RUN_B -f -- '$m' >/dev/null"
 	p=$(pgrep -u "$RUN_B" -f -- "$m" | head -n 1)
 	# Sanity, as root on the host: bob's child does hold the secret in its environment.
 	grep -q "MY_TOKEN=$SECRET" <(tr '\0' '\n' <"/proc/$p/environ")
-	run --separate-stderr as_t 30 sbt-alice sh -c "cat /proc/$p/environ; ls /proc/$p;
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c "cat /proc/$p/environ; ls /proc/$p;
 		for f in /proc/[0-9]*/environ; do tr '\0' '\n' <\$f; done; pgrep -a sleep; echo end"
 	[ "$status" -eq 0 ]
 	no_secret "$output$stderr" "alice's view of /proc"
@@ -187,7 +187,7 @@ $RUN_B" ]
 
 @test "filesystem: no state dir, no other mirrors, no homes, no host /tmp; system dirs read-only" {
 	local st=$SB_DIR/state
-	run --separate-stderr as_t 30 sbt-alice sh -c "
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c "
 		ls /; echo --;
 		ls -a $st; ls -a $st/run | wc -l; echo --;
 		for p in $st/mirrors $st/mirrors/bob $SB_DIR/etc $SB_DIR/log $SB_DIR/bin /home /root /run /var /mnt $HOSTFILE; do
@@ -235,16 +235,16 @@ end" ]]
 }
 
 @test "network none: only lo, and it is down; the host network tool sees the host's" {
-	run --separate-stderr as_t 30 sbt-alice nonet -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "; { echo x >/dev/tcp/127.0.0.1/9; } 2>&1 | grep -o "Network is unreachable" | head -n 1'
+	run --separate-stderr as_t 30 "$SB_ALICE" nonet -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "; { echo x >/dev/tcp/127.0.0.1/9; } 2>&1 | grep -o "Network is unreachable" | head -n 1'
 	[ "$status" -eq 0 ]
 	[ "$output" = "lo
 Network is unreachable" ]
-	run --separate-stderr as_t 30 sbt-alice sh -c 'tail -n +3 /proc/net/dev | wc -l'
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'tail -n +3 /proc/net/dev | wc -l'
 	[ "$output" -eq "$(tail -n +3 /proc/net/dev | wc -l)" ]
 }
 
 @test "gh-profile children with network none see no network" {
-	run --separate-stderr as_t 30 sbt-alice ghnet api repos/octo/repo
+	run --separate-stderr as_t 30 "$SB_ALICE" ghnet api repos/octo/repo
 	echo "$output $stderr"
 	[ "$status" -eq 0 ]
 	[ "$output" = "ifaces: lo 
@@ -273,18 +273,18 @@ jail_restart_caps() {
 	run grep -E '^CapEff:' "/proc/$SB_PID/status"
 	[ $(( 0x${output##*[[:space:]]} >> 19 & 1 )) -eq 0 ]
 	# Namespaces, the tmpfs root, pivot_root, /proc and the hostname; network none too.
-	run --separate-stderr as_t 30 sbt-alice sh -c 'echo "$(hostname) $$"; touch /usr/x 2>/dev/null || echo ro'
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'echo "$(hostname) $$"; touch /usr/x 2>/dev/null || echo ro'
 	echo "$output $stderr"
 	[ "$status" -eq 0 ]
 	[ "$output" = "shimbridge 2
 ro" ]
-	run --separate-stderr as_t 30 sbt-alice nonet -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "'
+	run --separate-stderr as_t 30 "$SB_ALICE" nonet -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "'
 	[ "$status" -eq 0 ]
 	[ "$output" = lo ]
 	# The negative control: without CAP_SYS_ADMIN no jail can be built, and the
 	# call is refused with the reason (this is what the unit granted before).
 	jail_restart_caps "$(sb_unit_caps sys_admin)"
-	run --separate-stderr as_t 30 sbt-alice sh -c 'echo ran'
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'echo ran'
 	echo "$output $stderr"
 	[ "$status" -ne 0 ]
 	[ "$output" != ran ]
@@ -292,14 +292,14 @@ ro" ]
 }
 
 @test "a detached grandchild dies with the jail when the tool exits" {
-	run --separate-stderr as_t 30 sbt-alice sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started'
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'setsid sleep 300 </dev/null >/dev/null 2>&1 & echo started'
 	[ "$status" -eq 0 ]
 	[ "$output" = started ]
 	sb_wait_for 1 no_runners
 }
 
 @test "the audit log keeps a jailed tool's death by signal" {
-	run --separate-stderr as_t 30 sbt-alice sh -c 'kill -TERM $$'
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'kill -TERM $$'
 	[ "$status" -eq 143 ]
 	sb_wait_for 2 sb_audit_grep "r['event'] == 'done' and r.get('signal') == 'TERM' and r.get('session') == 'alice'"
 }
@@ -308,16 +308,16 @@ ro" ]
 	local d=$SB_DIR/check
 	mkdir -p "$d/sessions.d"
 	cp "$SB_CONFIG" "$d/config.json"
-	printf '{"name": "s1", "user": "sbt-alice", "tools": ["sh"]}\n' >"$d/sessions.d/s1.json"
-	printf '{"name": "s2", "user": "sbt-bob", "tools": ["sh"]}\n' >"$d/sessions.d/s2.json"
+	printf '{"name": "s1", "user": "%s", "tools": ["sh"]}\n' "$SB_ALICE" >"$d/sessions.d/s1.json"
+	printf '{"name": "s2", "user": "%s", "tools": ["sh"]}\n' "$SB_BOB" >"$d/sessions.d/s2.json"
 	chmod 600 "$d/config.json" "$d"/sessions.d/*.json
 	chmod 700 "$d"
 	run "$SB_BUILD/shimbridged" --check-no-secrets -c "$d/config.json"
 	[ "$status" -eq 0 ]
 	[[ $output == *"sessions s1, s2 share the global runner $SB_RUNNER"*"shimbridge session add"* ]]
 	# Two sessions naming the same own runner are refused.
-	printf '{"name": "s1", "user": "sbt-alice", "runner": "%s", "tools": ["sh"]}\n' "$RUN_A" >"$d/sessions.d/s1.json"
-	printf '{"name": "s2", "user": "sbt-bob", "runner": "%s", "tools": ["sh"]}\n' "$RUN_A" >"$d/sessions.d/s2.json"
+	printf '{"name": "s1", "user": "%s", "runner": "%s", "tools": ["sh"]}\n' "$SB_ALICE" "$RUN_A" >"$d/sessions.d/s1.json"
+	printf '{"name": "s2", "user": "%s", "runner": "%s", "tools": ["sh"]}\n' "$SB_BOB" "$RUN_A" >"$d/sessions.d/s2.json"
 	run "$SB_BUILD/shimbridged" --check-no-secrets -c "$d/config.json"
 	[ "$status" -eq 1 ]
 	[[ $output == *"runner $RUN_A is also the runner of session s1"* ]]
@@ -360,7 +360,7 @@ pool_is() {
 }
 
 @test "pool: a waiting jail's init is the exec'd shimbridge-jail, as the runner, with an empty environment" {
-	run --separate-stderr as_t 30 sbt-alice nonet -c 'echo warm-up'
+	run --separate-stderr as_t 30 "$SB_ALICE" nonet -c 'echo warm-up'
 	[ "$status" -eq 0 ]
 	sb_wait_for 5 eval "[ \$(sb_pool_pids $RUN_A | wc -l) -ge 2 ]"
 	local p exe
@@ -383,10 +383,10 @@ pool_is() {
 
 @test "pool: every call gets a jail of its own from the pool, and the pool refills" {
 	local m=mk-pool-$RANDOM before tool init home1 home2
-	run --separate-stderr as_t 30 sbt-alice sh -c 'echo warm-up'
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'echo warm-up'
 	sb_wait_for 5 eval "[ \$(sb_pool_pids $RUN_A | wc -l) -ge 2 ]"
 	before=" $(sb_pool_pids "$RUN_A" | paste -sd' ') "
-	as_t 40 sbt-alice sh -c "echo \$HOME; sleep 30; : $m" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+	as_t 40 "$SB_ALICE" sh -c "echo \$HOME; sleep 30; : $m" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
 	local bg=$!
 	sb_wait_for 5 eval "pgrep -u $RUN_A -f -- '$m' >/dev/null"
 	tool=$(pgrep -u "$RUN_A" -f -- "$m" | head -n 1)
@@ -397,7 +397,7 @@ pool_is() {
 	home1=$(head -n 1 "$BATS_TEST_TMPDIR/out")
 	# A second call at the same time: another jail, another scratch dir; the first
 	# call's directory and processes are not there for it.
-	run --separate-stderr as_t 30 sbt-alice sh -c "echo \$HOME; ls -d '$home1' 2>&1;
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c "echo \$HOME; ls -d '$home1' 2>&1;
 		ls /proc | grep -c '^[0-9]'; pgrep -a sleep; echo end"
 	[ "$status" -eq 0 ]
 	home2=${lines[0]}
@@ -417,7 +417,7 @@ pool_is() {
 }
 
 @test "pool: a reload that removes a session tears its waiting jails down; the rest rebuild" {
-	run --separate-stderr as_t 30 sbt-bob sh -c 'echo warm-up'
+	run --separate-stderr as_t 30 "$SB_BOB" sh -c 'echo warm-up'
 	[ "$status" -eq 0 ]
 	sb_wait_for 5 pool_is "$RUN_B" 2 || { cat "$BATS_TEST_TMPDIR/pool.ps"; false; }
 	local old
@@ -430,15 +430,15 @@ pool_is() {
 		run ! kill -0 "$p"
 	done
 	[ -z "$(find "$(sb_dview "$SB_DIR/state/run")" -mindepth 1 -maxdepth 1 -user "$RUN_B")" ]
-	run --separate-stderr as_t 30 sbt-bob sh -c 'echo hi'
+	run --separate-stderr as_t 30 "$SB_BOB" sh -c 'echo hi'
 	[ "$status" -ne 0 ]
 	# Put bob back; his calls work again with fresh jails, then pooled ones.
 	mv "$SB_DIR/bob.json.off" "$SB_DIR/etc/sessions.d/bob.json"
 	sb_reload | grep -q '"ok":true'
-	run --separate-stderr as_t 30 sbt-bob sh -c 'echo back'
+	run --separate-stderr as_t 30 "$SB_BOB" sh -c 'echo back'
 	[ "$status" -eq 0 ]
 	[ "$output" = back ]
 	sb_wait_for 5 pool_is "$RUN_B" 2 || { cat "$BATS_TEST_TMPDIR/pool.ps"; tail "$SB_DIR/log/daemon.log"; false; }
-	run --separate-stderr as_t 30 sbt-bob sh -c 'echo pooled'
+	run --separate-stderr as_t 30 "$SB_BOB" sh -c 'echo pooled'
 	[ "$output" = pooled ]
 }

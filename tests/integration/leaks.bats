@@ -58,8 +58,8 @@ setup_file() {
 	}
 }
 EOF
-	sb_session alice sbt-alice '["gh", "slowgh"]' '"repos": ["octo/repo"]'
-	sb_session bob sbt-bob '["gh", "peek"]' '"repos": ["octo/bob"]'
+	sb_session alice "$SB_ALICE" '["gh", "slowgh"]' '"repos": ["octo/repo"]'
+	sb_session bob "$SB_BOB" '["gh", "peek"]' '"repos": ["octo/bob"]'
 	sb_start
 	# Something of alice's that lives where the runner keeps per-session data: a
 	# mirror, as the git leg leaves it (runner-owned, private).
@@ -76,7 +76,7 @@ teardown_file() {
 	sb_stop || rc=$?
 	sb_fakegh_stop
 	[ -n "${SB_DIR:-}" ] && rm -rf "$SB_DIR"
-	as sbt-alice rm -f PR.md 2>/dev/null || true
+	as "$SB_ALICE" rm -f PR.md 2>/dev/null || true
 	sb_reap_suite
 	return "$rc"
 }
@@ -110,7 +110,7 @@ since() {
 	while IFS= read -r a; do
 		# shellcheck disable=SC2086 # word splitting is the point: one argv per line
 		eval "set -- $a"
-		lk sbt-alice gh "$@"
+		lk "$SB_ALICE" gh "$@"
 		[ "$status" -eq 126 ] || { echo "gh $a: status $status: $output" >&2; return 1; }
 		[[ $output == *"pipe the output to jq in the sandbox"* ]]
 	done <<'EOF'
@@ -134,7 +134,7 @@ EOF
 @test "class 2: --body-file names the sandbox's file: /proc/self/environ is the shim's own" {
 	local from
 	from=$(sb_fakegh_count)
-	lk sbt-alice gh issue create -R octo/repo -t "environ" --body-file /proc/self/environ
+	lk "$SB_ALICE" gh issue create -R octo/repo -t "environ" --body-file /proc/self/environ
 	# The shim reads the file as the sandbox user: it is the shim's environment. Its
 	# NUL separators make the injector's HTTP policy refuse the body (a NUL could hide
 	# a qualifier from it), so either that refusal came back and nothing reached the
@@ -159,15 +159,15 @@ EOF
 	local from f
 	from=$(sb_fakegh_count)
 	for f in "$SB_DIR/etc/github.token" "$SB_CONFIG" "$MIRROR/config" "$SB_AUDIT"; do
-		lk sbt-alice gh issue comment 1 -R octo/repo --body-file "$f"
+		lk "$SB_ALICE" gh issue comment 1 -R octo/repo --body-file "$f"
 		[ "$status" -eq 126 ] || { echo "--body-file $f: status $status: $output" >&2; return 1; }
 		[[ $output == *"--body-file $f"* ]]
 		[[ $output == *"Nothing was run"* ]]
 	done
-	lk sbt-alice gh issue comment 1 -R octo/repo --body-file /nonexistent/body.md
+	lk "$SB_ALICE" gh issue comment 1 -R octo/repo --body-file /nonexistent/body.md
 	[ "$status" -eq 126 ]
 	[[ $output == *"no such file"* ]]
-	lk sbt-alice gh issue comment 1 -R octo/repo --body-file /dev/zero
+	lk "$SB_ALICE" gh issue comment 1 -R octo/repo --body-file /dev/zero
 	[ "$status" -eq 126 ]
 	[[ $output == *"not a regular file"* ]]
 	[ "$(sb_fakegh_count)" -eq "$from" ]
@@ -176,24 +176,24 @@ EOF
 @test "class 2: the shim sends only regular files, at most 1 MiB each, 4 MiB per command" {
 	local from
 	from=$(sb_fakegh_count)
-	as sbt-alice sh -c 'rm -f fifo big b1 b2 b3 b4 b5 && mkfifo fifo && mkdir -p adir &&
+	as "$SB_ALICE" sh -c 'rm -f fifo big b1 b2 b3 b4 b5 && mkfifo fifo && mkdir -p adir &&
 		head -c 1048577 /dev/zero | tr "\0" x >big &&
 		for f in b1 b2 b3 b4 b5; do head -c 900000 /dev/zero | tr "\0" y >$f; done'
 	# A FIFO must neither block the shim nor be read.
-	lk sbt-alice gh issue comment 1 -R octo/repo --body-file fifo
+	lk "$SB_ALICE" gh issue comment 1 -R octo/repo --body-file fifo
 	[ "$status" -eq 126 ]
 	[[ $output == *"not a regular file"* ]]
-	lk sbt-alice gh issue comment 1 -R octo/repo --body-file adir
+	lk "$SB_ALICE" gh issue comment 1 -R octo/repo --body-file adir
 	[ "$status" -eq 126 ]
 	[[ $output == *"not a regular file"* ]]
-	lk sbt-alice gh issue comment 1 -R octo/repo --body-file big
+	lk "$SB_ALICE" gh issue comment 1 -R octo/repo --body-file big
 	[ "$status" -eq 126 ]
 	[[ $output == *"larger than the bridge takes"* ]]
-	lk sbt-alice gh issue create -R octo/repo -t x -F b1 --recover b2 -F b3 -F b4 -F b5
+	lk "$SB_ALICE" gh issue create -R octo/repo -t x -F b1 --recover b2 -F b3 -F b4 -F b5
 	[ "$status" -eq 126 ]
 	[[ $output == *"larger than the bridge takes"* ]]
 	[ "$(sb_fakegh_count)" -eq "$from" ]
-	as sbt-alice rm -rf fifo big adir b1 b2 b3 b4 b5
+	as "$SB_ALICE" rm -rf fifo big adir b1 b2 b3 b4 b5
 }
 
 @test "class 2: gh api -F key=@FILE and --input read the sandbox's file" {
@@ -201,20 +201,20 @@ EOF
 	from=$(sb_fakegh_count)
 	# The sandbox's file, as in the test above: posted as the shim's environment, or
 	# refused by the injector's policy (NUL bytes) with nothing sent upstream.
-	lk sbt-alice gh api -X GET search/issues -F q=@/proc/self/environ
+	lk "$SB_ALICE" gh api -X GET search/issues -F q=@/proc/self/environ
 	if [ "$status" -ne 0 ]; then
 		[[ $output == *"shimbridge: "* ]] || { echo "$output" >&2; return 1; }
 		[ "$(sb_fakegh_count)" -eq "$from" ]
 	else
 		since "$from" | grep -q 'SHIMBRIDGE_SOCKET'
 	fi
-	as sbt-alice sh -c 'printf "repo:octo/repo from-the-sandbox" > q.txt'
-	lk sbt-alice gh api -X GET search/issues -F q=@q.txt
+	as "$SB_ALICE" sh -c 'printf "repo:octo/repo from-the-sandbox" > q.txt'
+	lk "$SB_ALICE" gh api -X GET search/issues -F q=@q.txt
 	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
 	since "$from" | grep -q 'from-the-sandbox'
-	as sbt-alice rm -f q.txt
-	lk sbt-alice gh api -X GET repos/octo/repo/issues --input /proc/self/environ
-	lk sbt-alice gh api -X GET search/issues -F "q=@$SB_DIR/etc/github.token"
+	as "$SB_ALICE" rm -f q.txt
+	lk "$SB_ALICE" gh api -X GET repos/octo/repo/issues --input /proc/self/environ
+	lk "$SB_ALICE" gh api -X GET search/issues -F "q=@$SB_DIR/etc/github.token"
 	[ "$status" -eq 126 ]
 	no_leak
 }
@@ -222,11 +222,11 @@ EOF
 @test "class 2: --body-file PR.md in the sandbox does what the agent expects" {
 	local from
 	from=$(sb_fakegh_count)
-	as sbt-alice sh -c 'printf "Fixes the frobnicator.\n\nDetails: see commit.\n" >PR.md'
-	lk sbt-alice gh pr comment 1 -R octo/repo --body-file PR.md
+	as "$SB_ALICE" sh -c 'printf "Fixes the frobnicator.\n\nDetails: see commit.\n" >PR.md'
+	lk "$SB_ALICE" gh pr comment 1 -R octo/repo --body-file PR.md
 	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
 	since "$from" | grep -q 'Fixes the frobnicator'
-	lk sbt-alice gh pr comment 1 -R octo/repo --body-file - <<<"from stdin"
+	lk "$SB_ALICE" gh pr comment 1 -R octo/repo --body-file - <<<"from stdin"
 	[ "$status" -eq 0 ]
 }
 
@@ -234,21 +234,21 @@ EOF
 	local out from
 	from=$(sb_fakegh_count)
 	# No answer: cut off after the handshake timeout (10 s), nothing runs.
-	out=$(as sbt-alice timeout 30 "$PY" "$FIXTURES/rawpeer.py" --timeout 20 hello \
+	out=$(as "$SB_ALICE" timeout 30 "$PY" "$FIXTURES/rawpeer.py" --timeout 20 hello \
 	    'run=["gh","issue","comment","1","-R","octo/repo","--body-file","x.md"]' read read read)
 	[[ $out == *"FILE_REQ x.md"* ]] || { echo "$out" >&2; return 1; }
 	[[ $out == *'ERROR {"code":"protocol","message":"the file arguments did not arrive in time"}'* ]]
 	# More bytes than FILE_END says, and data for a file nobody asked for.
-	out=$(as sbt-alice timeout 30 "$PY" "$FIXTURES/rawpeer.py" --timeout 10 hello \
+	out=$(as "$SB_ALICE" timeout 30 "$PY" "$FIXTURES/rawpeer.py" --timeout 10 hello \
 	    'run=["gh","issue","comment","1","-R","octo/repo","--body-file","x.md"]' read-hello \
 	    'frame=0x13,abc' 'frame=0x14,{"status":"ok","size":2}' read)
 	[[ $out == *'"code":"protocol"'* ]] || { echo "$out" >&2; return 1; }
-	out=$(as sbt-alice timeout 30 "$PY" "$FIXTURES/rawpeer.py" --timeout 10 hello \
+	out=$(as "$SB_ALICE" timeout 30 "$PY" "$FIXTURES/rawpeer.py" --timeout 10 hello \
 	    'run=["gh","pr","list","-R","octo/repo"]' 'frame=0x13,unasked' read)
 	[[ $out == *'"code":"protocol"'* ]] || { echo "$out" >&2; return 1; }
 	[ "$(sb_fakegh_count)" -eq "$from" ]
 	# The bridge still serves the session.
-	lk sbt-alice gh api user
+	lk "$SB_ALICE" gh api user
 	[ "$status" -eq 0 ]
 }
 
@@ -256,19 +256,19 @@ EOF
 	leaks_needs jail
 	local pid p
 	# alice's gh waits 6 s before running: its environment holds the token meanwhile.
-	sb_bg runuser -u sbt-alice -- env -i HOME=/home/sbt-alice PATH="$SB_DIR/bin:/usr/bin:/bin" \
+	sb_bg runuser -u "$SB_ALICE" -- env -i "HOME=/home/$SB_ALICE" PATH="$SB_DIR/bin:/usr/bin:/bin" \
 	    SHIMBRIDGE_SOCKET="$SB_SOCK" LANG=C.UTF-8 slowgh api user </dev/null >/dev/null 2>&1
 	sb_wait_for 5 pgrep -u "$SB_RUNNER" -f slowgh >/dev/null
 	pid=$(pgrep -u "$SB_RUNNER" -f slowgh | head -n 1)
 	[ -n "$pid" ]
 	for p in "/proc/$pid/environ" "/proc/$pid/cmdline" "$MIRROR/config" \
 	    "$SB_DIR/state/run" "$SB_DIR/etc/github.token"; do
-		lk sbt-bob peek "$p"
+		lk "$SB_BOB" peek "$p"
 		[ "$status" -ne 0 ] || { echo "bob's peek read $p" >&2; return 1; }
 		sb_refute_contains "$TOKEN" "$output" "bob's peek $p"
 	done
 	# Nor through a file flag: bob's sandbox cannot read alice's runner process.
-	lk sbt-bob gh issue create -R octo/bob -t x --body-file "/proc/$pid/environ"
+	lk "$SB_BOB" gh issue create -R octo/bob -t x --body-file "/proc/$pid/environ"
 	[ "$status" -eq 126 ]
 	no_leak "$T/sandbox.out"
 }
@@ -277,15 +277,15 @@ EOF
 	local n
 	# Try the transforming paths that are left once the flags are refused: post gh's
 	# own environment and read it back, in the forms an attacker would use.
-	lk sbt-alice gh issue create -R octo/repo -t "t4" --body-file /proc/self/environ
+	lk "$SB_ALICE" gh issue create -R octo/repo -t "t4" --body-file /proc/self/environ
 	n=$(printf '%s\n' "$output" | grep -o '[0-9]*$' | tail -n 1)
 	if [ -n "$n" ]; then
-		lk sbt-alice gh issue view "$n" -R octo/repo
-		lk sbt-alice gh issue view "$n" -R octo/repo --json body
+		lk "$SB_ALICE" gh issue view "$n" -R octo/repo
+		lk "$SB_ALICE" gh issue view "$n" -R octo/repo --json body
 	fi
 	# shellcheck disable=SC2016 # a jq expression, not shell
-	lk sbt-alice gh api user --jq '$ENV.GH_ENTERPRISE_TOKEN | explode | map(. + 1) | implode'
-	lk sbt-alice gh api -X GET repos/octo/repo/issues -F state=all
+	lk "$SB_ALICE" gh api user --jq '$ENV.GH_ENTERPRISE_TOKEN | explode | map(. + 1) | implode'
+	lk "$SB_ALICE" gh api -X GET repos/octo/repo/issues -F state=all
 	# Everything any sandbox saw in this file, and every request minus Authorization.
 	no_leak "$T/sandbox.out"
 }

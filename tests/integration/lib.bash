@@ -3,18 +3,32 @@
 # Tests run as root (CI does). Users are created with useradd and removed after.
 #
 #   SB_BUILD   directory with shimbridged and shim (default build; build/san for ASan)
+#   SB_LANE    the prefix of every user, group and scratch name (default sbt): suites
+#              of different lanes (tests/run-all runs two, sbt and sbu) can run at the
+#              same time; two suites of one lane cannot (each lane has its own lock,
+#              /tmp/sb-itest.lock for sbt, /tmp/sb-itest-LANE.lock for the others)
 #
-# Users (fixed names so a crashed run is cleaned up by the next one):
-#   sbt-runner   the runner (no login, no home)
-#   sbt-alice    a session user, in the socket group
-#   sbt-bob      a second session user, in the socket group
-#   sbt-mallory  in the socket group but without a session
+# Users (fixed names within a lane, so a crashed run is cleaned up by the next one),
+# shown for the lane sbt; suites add their own, all named $SB_LANE-*:
+#   sbt-runner   $SB_RUNNER    the runner (no login, no home)
+#   sbt-alice    $SB_ALICE     a session user, in the socket group $SB_GROUP (sbt-sock)
+#   sbt-bob      $SB_BOB       a second session user, in the socket group
+#   sbt-mallory  $SB_MALLORY   in the socket group but without a session
+#   sbt-eve      $SB_OUTSIDER  not in the socket group (sb_outsider)
 
 SB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SB_BUILD=${SB_BUILD:-$SB_ROOT/build}
 case $SB_BUILD in /*) ;; *) SB_BUILD=$SB_ROOT/$SB_BUILD ;; esac
-SB_GROUP=sbt-sock
-SB_RUNNER=sbt-runner
+SB_LANE=${SB_LANE:-sbt}
+# A short prefix keeps every derived name (the longest: $SB_LANE-runner-jail, or
+# $SB_LANE-rgb-PID) within the 32 characters of a user name.
+[[ $SB_LANE =~ ^[a-z][a-z0-9]{1,7}$ ]] || { echo "lib.bash: bad SB_LANE '$SB_LANE'" >&2; return 2; }
+export SB_LANE
+SB_GROUP=$SB_LANE-sock
+SB_RUNNER=$SB_LANE-runner
+SB_ALICE=$SB_LANE-alice
+SB_BOB=$SB_LANE-bob
+SB_MALLORY=$SB_LANE-mallory
 PY=/usr/bin/python3
 
 # ---- Isolation: a checkout anywhere, nothing left running, every test time-limited -----
@@ -213,7 +227,7 @@ _sb_pipe_writers() {
 # it found; exits 2 if it killed a process, 1 if it only removed directories, else 0.
 sb_sweep() {
 	local f id kind what found=0 p pids=()
-	[ -d "$SB_REG" ] || { mkdir "$SB_REG" && chmod 700 "$SB_REG"; }
+	[ -d "$SB_REG" ] || mkdir -p -m 700 "$SB_REG"	# -p: the other lane may make it too
 	for f in "$SB_REG"/*; do
 		[ -f "$f" ] || continue
 		id=${f##*/}
@@ -281,7 +295,7 @@ sb_suite_begin() {
 	SB_SUITE_ID=$$.$(_sb_start_time $$)
 	SB_PROC_TAG=$SB_SUITE_ID/file
 	SB_BUILD_SRC=$SB_BUILD
-	SB_STAGE=$(mktemp -d /tmp/sbt-stage.XXXXXX)
+	SB_STAGE=$(mktemp -d "/tmp/$SB_LANE-stage.XXXXXX")
 	chmod 755 "$SB_STAGE"
 	: >"$SB_REG/$SB_SUITE_ID"
 	_sb_record "dir $SB_STAGE"
@@ -305,21 +319,23 @@ fi
 SB_FIXTURES=${SB_FIXTURES:-$SB_ROOT/tests/fixtures}
 
 # Create the users and group afresh: whatever a crashed earlier run left (processes,
-# homes, suite-specific sbt-* users such as sbt-eve or sbt-runner-act) is removed first.
+# homes, suite-specific users of the lane such as $SB_OUTSIDER or $SB_LANE-runner-act) is
+# removed first.
 sb_users() {
 	sb_users_remove
 	groupadd "$SB_GROUP"
 	useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$SB_RUNNER"
 	local u
-	for u in sbt-alice sbt-bob sbt-mallory; do
+	for u in "$SB_ALICE" "$SB_BOB" "$SB_MALLORY"; do
 		useradd -m -s /bin/bash -G "$SB_GROUP" "$u"
 	done
 }
 
-# Remove every sbt-* user (with its processes and home) and the group.
+# Remove every user of this lane, $SB_LANE-* (with its processes and home), and the group.
+# Other lanes' users are left alone: their suites may be running.
 sb_users_remove() {
 	local u
-	for u in $(getent passwd | cut -d: -f1 | grep -E '^sbt-') "$SB_RUNNER"; do
+	for u in $(getent passwd | cut -d: -f1 | grep -E "^$SB_LANE-") "$SB_RUNNER"; do
 		id "$u" >/dev/null 2>&1 || continue
 		pkill -KILL -u "$u" 2>/dev/null || true
 		sb_wait_for 5 eval "! pgrep -u '$u' >/dev/null" || true
@@ -330,7 +346,7 @@ sb_users_remove() {
 
 # Make the suite's directory tree: $SB_DIR/{etc,etc/sessions.d,run,state,log,bin}.
 sb_tree() {
-	SB_DIR=$(mktemp -d /tmp/sbt.XXXXXX)
+	SB_DIR=$(mktemp -d "/tmp/$SB_LANE.XXXXXX")
 	chmod 755 "$SB_DIR"
 	_sb_record "dir $SB_DIR"
 	mkdir -p "$SB_DIR/etc/sessions.d" "$SB_DIR/run" "$SB_DIR/state" "$SB_DIR/log" "$SB_DIR/bin"
@@ -552,7 +568,7 @@ sb_refute_contains() {
 
 # ---- Added for core.bats and faults.bats (append-only section) ----
 
-SB_OUTSIDER=sbt-eve
+SB_OUTSIDER=$SB_LANE-eve
 
 # Older Makefiles put the sanitized shim's objects in build/san/shim/, so the binary
 # could not be linked there (fixed in 18b37b7: objects now in build/san/obj/). For such

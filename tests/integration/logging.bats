@@ -7,7 +7,7 @@
 bats_require_minimum_version 1.5.0
 load lib
 
-SB_RUNNER=sbt-runner-log
+SB_RUNNER=$SB_LANE-runner-log
 BATS_TEST_TIMEOUT=${BATS_TEST_TIMEOUT:-180}
 
 # Config: one tool that may print its token; extra top-level members in $1.
@@ -26,10 +26,10 @@ setup_file() {
 	sb_build_resolve
 	sb_users
 	sb_tree
-	SECRET="sbt-logsecret-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
+	SECRET="$SB_LANE-logsecret-$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')"
 	export SECRET
 	(umask 077 && printf '%s\n' "$SECRET" >"$SB_DIR/etc/tok")
-	sb_session alice sbt-alice '["sh"]'
+	sb_session alice "$SB_ALICE" '["sh"]'
 	sb_shim_links sh
 }
 
@@ -67,7 +67,7 @@ no_secret_in() {
 	log_config
 	: >"$SB_DIR/log/daemon.log"
 	JOURNAL_STREAM=$(stat -c '%d:%i' "$SB_DIR/log/daemon.log") sb_start -d
-	as sbt-alice sh -c 'echo "$MY_TOKEN" | wc -c'
+	as "$SB_ALICE" sh -c 'echo "$MY_TOKEN" | wc -c'
 	# a warning: an unknown uid without a session is refused and logged
 	kill -HUP "$SB_PID"
 	sb_wait_for 10 grep -q 'configuration reloaded' "$SB_DIR/log/daemon.log"
@@ -107,7 +107,7 @@ with open(sys.argv[1], "ab", buffering=0) as out:
 	sb_wait_for 5 test -S /dev/log
 	log_config '"audit": {"syslog": true}'
 	sb_start
-	as sbt-alice sh -c 'echo "$MY_TOKEN"; echo "'"$SECRET"'" >/dev/null'
+	as "$SB_ALICE" sh -c 'echo "$MY_TOKEN"; echo "'"$SECRET"'" >/dev/null'
 	sb_wait_for 5 grep -q '"event":"done"' "$SB_DIR/log/syslog"
 	sb_stop
 	# the same records as the file, the stop checkpoint last (a datagram the listener
@@ -140,7 +140,7 @@ with open(sys.argv[1], "ab", buffering=0) as out:
 	sb_start
 	local i pids=()
 	for i in 1 2 3 4 5 6 7 8; do
-		as sbt-alice bash -c 'for i in $(seq 125); do sh -c true || exit 1; done' &
+		as "$SB_ALICE" bash -c 'for i in $(seq 125); do sh -c true || exit 1; done' &
 		pids+=($!)
 	done
 	sb_wait_for 60 eval '[ "$(grep -c "\"event\":\"done\"" "$SB_AUDIT")" -ge 300 ]'
@@ -179,7 +179,7 @@ PYEOF
 	mkdir "$SB_AUDIT"	# a directory where the file should be: open fails
 	kill -USR1 "$SB_PID"
 	sb_wait_for 5 grep -q 'audit stays on the old file' "$SB_DIR/log/daemon.log"
-	as sbt-alice sh -c true
+	as "$SB_ALICE" sh -c true
 	rmdir "$SB_AUDIT"
 	grep -q '"event":"done"' "$SB_AUDIT.1"
 }
@@ -187,11 +187,11 @@ PYEOF
 @test "SIGHUP (reload) also reopens the audit log: the reload record is in the new file" {
 	log_config
 	sb_start
-	as sbt-alice sh -c true
+	as "$SB_ALICE" sh -c true
 	mv "$SB_AUDIT" "$SB_AUDIT.1"
 	kill -HUP "$SB_PID"
 	sb_wait_for 10 grep -q '"event":"reload"' "$SB_AUDIT"
-	as sbt-alice sh -c true
+	as "$SB_ALICE" sh -c true
 	[ "$(grep -c '"event":"done"' "$SB_AUDIT.1")" = 1 ]
 	[ "$(grep -c '"event":"done"' "$SB_AUDIT")" = 1 ]
 	run grep -c '"event":"reload"' "$SB_AUDIT.1"
@@ -209,7 +209,7 @@ cgroup2_mount() {
 	log_config
 	: >"$SB_DIR/log/daemon.log"
 	sb_start
-	as sbt-alice sh -c 'echo hi'
+	as "$SB_ALICE" sh -c 'echo hi'
 	kill -HUP "$SB_PID"
 	sb_wait_for 10 grep -q 'configuration reloaded' "$SB_DIR/log/daemon.log"
 	run grep -c 'process containment: ' "$SB_DIR/log/daemon.log"
@@ -236,7 +236,7 @@ cgroup2_mount() {
 		sh "$mnt" "$SB_BUILD/shimbridged" "$SB_CONFIG" </dev/null >>"$SB_DIR/log/daemon.log" 2>&1
 	SB_PID=$!
 	sb_wait_for 10 test -S "$SB_SOCK"
-	run as sbt-alice sh -c 'echo still served'
+	run as "$SB_ALICE" sh -c 'echo still served'
 	[ "$status" -eq 0 ]
 	[ "$output" = "still served" ]
 	run grep -c 'process containment: ' "$SB_DIR/log/daemon.log"

@@ -1,7 +1,7 @@
 # Shared by container.bats and remote.bats (issue 16 items 4 and 5): one daemon with
 # a gh tool against the fake GitHub Enterprise API (tests/fixtures/fakegh.py) and git
 # hosts against a loopback smart-HTTP upstream (tests/fixtures/githttp.py) holding
-# octo/demo; session alice (sbt-alice) may use gh and git on octo/demo. The shim is
+# octo/demo; session alice ($SB_ALICE) may use gh and git on octo/demo. The shim is
 # linked as gh and git-remote-shimbridge in $SB_DIR/bin.
 #
 # rc_setup_file    users, tree, upstreams, config, daemon (call from setup_file)
@@ -54,7 +54,7 @@ rc_setup_file() {
           "timeout": 60}
 }
 EOF
-	sb_session alice sbt-alice '["gh", "git"]' '"repos": ["octo/demo"]'
+	sb_session alice "$SB_ALICE" '["gh", "git"]' '"repos": ["octo/demo"]'
 	sb_start 3>&-
 	echo "$SB_PID" >"$SB_DIR/daemon.pid"
 	export RC_TOKEN RC_GIT_TOKEN RC_UP SB_PID

@@ -120,9 +120,9 @@ EOF
 	}
 }
 EOF
-	sb_session alice sbt-alice \
+	sb_session alice "$SB_ALICE" \
 		'["ps_file", "ps_bad", "ps_env", "ps_cred", "ps_store", "ps_cmd", "ps_fail", "ps_hang", "ps_deny", "plain"]'
-	sb_session bob sbt-bob '["ps_file", "plain"]' \
+	sb_session bob "$SB_BOB" '["ps_file", "plain"]' \
 		"\"secrets\": {\"s_file\": {\"source\": \"file\", \"path\": \"$e/bob.secret\"}}"
 	# Without a store there is no ps_store tool to grant.
 	[ -n "$STORE_HOW" ] || sed -i 's/"ps_store", //' "$SB_DIR/etc/sessions.d/alice.json"
@@ -200,21 +200,21 @@ sha() {
 }
 
 @test "redaction: every form of the secret on stdout is masked, the text around it intact" {
-	psrun sbt-alice ps_file PS_SECRET
+	psrun "$SB_ALICE" ps_file PS_SECRET
 	[ "$PSRC" -eq 0 ]
 	check_redacted "$S_FILE" "$T/out"
 	[ ! -s "$T/err" ]
 }
 
 @test "redaction: the same on stderr" {
-	psrun sbt-alice ps_file --stderr PS_SECRET
+	psrun "$SB_ALICE" ps_file --stderr PS_SECRET
 	[ "$PSRC" -eq 0 ]
 	[ "$(cat "$T/out")" = "stdout-ok" ]
 	check_redacted "$S_FILE" "$T/err"
 }
 
 @test "redaction: the secret as the last bytes before exit, no newline" {
-	psrun sbt-alice ps_file --last PS_SECRET
+	psrun "$SB_ALICE" ps_file --last PS_SECRET
 	[ "$PSRC" -eq 0 ]
 	[ "$(cat "$T/out")" = "tail:[REDACTED]" ]
 	# and byte-exact: nothing held back, nothing added
@@ -222,48 +222,48 @@ sha() {
 }
 
 @test "file source (root, 0600): the tool gets the value" {
-	psrun sbt-alice ps_file --sha256 PS_SECRET
+	psrun "$SB_ALICE" ps_file --sha256 PS_SECRET
 	[ "$PSRC" -eq 0 ]
 	[ "$(cat "$T/out")" = "$(sha "$S_FILE")" ]
 }
 
 @test "file source with mode 0644: daemon up, that tool refused (119, names the secret), others work" {
-	psrun sbt-alice ps_bad --sha256 PS_SECRET
+	psrun "$SB_ALICE" ps_bad --sha256 PS_SECRET
 	[ "$PSRC" -eq 119 ]
 	grep -qF "secret s_bad" "$T/err"
 	run ! grep -aqF "$S_BAD" "$T/err" "$T/out" "$SB_DIR/log/daemon.log" "$SB_AUDIT"
 	# The operator learns why.
 	grep -q "s_bad.*must be owned by root with mode 0600" "$SB_DIR/log/daemon.log"
-	psrun sbt-alice plain still-here
+	psrun "$SB_ALICE" plain still-here
 	[ "$PSRC" -eq 0 ]
 	[ "$(cat "$T/out")" = "still-here" ]
-	psrun sbt-alice ps_file --sha256 PS_SECRET
+	psrun "$SB_ALICE" ps_file --sha256 PS_SECRET
 	[ "$PSRC" -eq 0 ]
 }
 
 @test "env source: the value comes from the daemon's environment" {
-	psrun sbt-alice ps_env --sha256 PS_SECRET
+	psrun "$SB_ALICE" ps_env --sha256 PS_SECRET
 	[ "$PSRC" -eq 0 ]
 	[ "$(cat "$T/out")" = "$(sha "$S_ENV")" ]
-	psrun sbt-alice ps_env PS_SECRET
+	psrun "$SB_ALICE" ps_env PS_SECRET
 	check_redacted "$S_ENV" "$T/out"
 }
 
 @test "systemd source: \$CREDENTIALS_DIRECTORY/<credential>" {
-	psrun sbt-alice ps_cred --sha256 PS_SECRET
+	psrun "$SB_ALICE" ps_cred --sha256 PS_SECRET
 	[ "$PSRC" -eq 0 ]
 	[ "$(cat "$T/out")" = "$(sha "$S_CRED")" ]
-	psrun sbt-alice ps_cred PS_SECRET
+	psrun "$SB_ALICE" ps_cred PS_SECRET
 	check_redacted "$S_CRED" "$T/out"
 }
 
 @test "store source: an entry of the encrypted store" {
 	[ -n "$STORE_HOW" ] || skip "no store: neither the admin CLI ($SB_BUILD/shimbridge secret init/set) nor tests/fixtures/mkstore.c could make one: $(tail -c 300 "$T/store.log" 2>/dev/null)"
 	echo "# store made with $STORE_HOW" >&3
-	psrun sbt-alice ps_store --sha256 PS_SECRET
+	psrun "$SB_ALICE" ps_store --sha256 PS_SECRET
 	[ "$PSRC" -eq 0 ]
 	[ "$(cat "$T/out")" = "$(sha "$S_STORE")" ]
-	psrun sbt-alice ps_store PS_SECRET
+	psrun "$SB_ALICE" ps_store PS_SECRET
 	check_redacted "$S_STORE" "$T/out"
 	# The value is nowhere in the store file or the key in clear.
 	run ! grep -aqF "$S_STORE" "$SB_DIR/etc/secrets.store"
@@ -295,7 +295,7 @@ cmd_n() {
 	# A reload runs the command (the slow sources come first): value N, fresh.
 	reload_daemon
 	n=$(cat "$SB_DIR/cmdstate/n")
-	psrun sbt-alice ps_cmd --sha256 PS_SECRET
+	psrun "$SB_ALICE" ps_cmd --sha256 PS_SECRET
 	[ "$PSRC" -eq 0 ]
 	a=$(cmd_n "$(cat "$T/out")")
 	[ "$a" = "$n" ]
@@ -304,7 +304,7 @@ cmd_n() {
 	v=$a
 	for i in $(seq 1 40); do
 		t0=$(date +%s%N)
-		psrun sbt-alice ps_cmd --sha256 PS_SECRET
+		psrun "$SB_ALICE" ps_cmd --sha256 PS_SECRET
 		t1=$(date +%s%N)
 		[ "$PSRC" -eq 0 ] || { cat "$T/err"; false; }
 		# No call waits for the command (it runs in the background).
@@ -315,7 +315,7 @@ cmd_n() {
 	done
 	[ "$v" -gt "$n" ]
 	# The renewed value is redacted from the output too.
-	psrun sbt-alice ps_cmd PS_SECRET
+	psrun "$SB_ALICE" ps_cmd PS_SECRET
 	b=$(cat "$SB_DIR/cmdstate/n")
 	# It printed the value of run b or b-1 (a renewal may fall in between): no form
 	# of either in clear, and the lines of one of them, each form masked.
@@ -329,7 +329,7 @@ cmd_n() {
 @test "command source that fails: 119 naming the secret; the operator sees the command" {
 	local m
 	m=$(wc -l <"$SB_AUDIT")
-	psrun sbt-alice ps_fail --sha256 PS_SECRET
+	psrun "$SB_ALICE" ps_fail --sha256 PS_SECRET
 	[ "$PSRC" -eq 119 ]
 	grep -qF "secret s_fail" "$T/err"
 	[ ! -s "$T/out" ]
@@ -343,7 +343,7 @@ cmd_n() {
 @test "command source that hangs: refused (it timed out at start; back-off), nothing left running" {
 	local t0 t1
 	t0=$(date +%s%N)
-	psrun sbt-alice ps_hang --sha256 PS_SECRET
+	psrun "$SB_ALICE" ps_hang --sha256 PS_SECRET
 	t1=$(date +%s%N)
 	[ "$PSRC" -eq 119 ]
 	grep -qF "secret s_hang" "$T/err"
@@ -360,11 +360,11 @@ cmd_n() {
 
 @test "a hanging command source does not stall other sessions' requests" {
 	local t0 t1 pid
-	as sbt-alice timeout 30 ps_hang --sha256 PS_SECRET >/dev/null 2>&1 &
+	as "$SB_ALICE" timeout 30 ps_hang --sha256 PS_SECRET >/dev/null 2>&1 &
 	pid=$!
 	sleep 0.3
 	t0=$(date +%s%N)
-	psrun sbt-bob plain bob-is-served
+	psrun "$SB_BOB" plain bob-is-served
 	t1=$(date +%s%N)
 	wait "$pid" || true
 	[ "$PSRC" -eq 0 ]
@@ -374,12 +374,12 @@ cmd_n() {
 }
 
 @test "per-session override: alice and bob each get their own value of s_file" {
-	psrun sbt-alice ps_file --sha256 PS_SECRET
+	psrun "$SB_ALICE" ps_file --sha256 PS_SECRET
 	[ "$(cat "$T/out")" = "$(sha "$S_FILE")" ]
-	psrun sbt-bob ps_file --sha256 PS_SECRET
+	psrun "$SB_BOB" ps_file --sha256 PS_SECRET
 	[ "$(cat "$T/out")" = "$(sha "$S_BOB")" ]
 	# bob's output is redacted with bob's value, and alice's value is not in it
-	psrun sbt-bob ps_file PS_SECRET
+	psrun "$SB_BOB" ps_file PS_SECRET
 	check_redacted "$S_BOB" "$T/out"
 	run ! grep -aqF "$S_FILE" "$T/out"
 }
@@ -388,12 +388,12 @@ cmd_n() {
 	# A tool of alice's session that gets hold of bob's token (here simply given
 	# it; in real life read from a child of bob's under the same runner) prints it:
 	# masked, although alice's request never holds bob's secret.
-	psrun sbt-alice plain "x${S_BOB}y"
+	psrun "$SB_ALICE" plain "x${S_BOB}y"
 	[ "$PSRC" -eq 0 ]
 	[ "$(cat "$T/out")" = "x[REDACTED]y" ]
 	run ! grep -aqF "$S_BOB" "$T/out"
 	# and alice's value printed by a tool of bob's (one that holds no secret)
-	psrun sbt-bob plain "x${S_FILE}y" "${S_ENV}"
+	psrun "$SB_BOB" plain "x${S_FILE}y" "${S_ENV}"
 	[ "$PSRC" -eq 0 ]
 	[ "$(cat "$T/out")" = "x[REDACTED]y [REDACTED]" ]
 	# the audit line of alice's request does not carry bob's value either
@@ -401,7 +401,7 @@ cmd_n() {
 }
 
 @test "redaction: JSON with non-ASCII characters as \\uXXXX escapes (Python's json.dumps default)" {
-	psrun sbt-alice ps_file --json-ascii PS_SECRET
+	psrun "$SB_ALICE" ps_file --json-ascii PS_SECRET
 	[ "$PSRC" -eq 0 ]
 	check_no_forms "$S_FILE" "$T/out"
 	[ "$(cat "$T/out")" = 'json-ascii<<{"token": "[REDACTED]", "n": 1}>>' ]
@@ -416,7 +416,7 @@ audit_since() {
 @test "audit lines redact secrets in argv (a token of ASCII characters)" {
 	local m
 	m=$(wc -l <"$SB_AUDIT")
-	psrun sbt-alice plain "x${S_ASCII}y" "$S_ASCII"
+	psrun "$SB_ALICE" plain "x${S_ASCII}y" "$S_ASCII"
 	[ "$PSRC" -eq 0 ]
 	audit_since "$m"
 	grep -q '"event":"allowed".*"tool":"plain".*"argv":\["x\[REDACTED\]y","\[REDACTED\]"\]' "$T/audit.new"
@@ -427,7 +427,7 @@ audit_since() {
 @test "audit lines redact secrets in argv (a value with quotes, backslash, non-ASCII)" {
 	local m
 	m=$(wc -l <"$SB_AUDIT")
-	psrun sbt-alice plain "x${S_FILE}y" "$S_BOB"
+	psrun "$SB_ALICE" plain "x${S_FILE}y" "$S_BOB"
 	[ "$PSRC" -eq 0 ]
 	audit_since "$m"
 	check_no_forms "$S_FILE" "$T/audit.new"
@@ -439,11 +439,11 @@ audit_since() {
 	local m n
 	# Let the ttl pass, so this call refreshes the value.
 	sleep 2.1
-	psrun sbt-alice ps_cmd --sha256 PS_SECRET
+	psrun "$SB_ALICE" ps_cmd --sha256 PS_SECRET
 	n=$(cmd_n "$(cat "$T/out")")
 	[ -n "$n" ]
 	m=$(wc -l <"$SB_AUDIT")
-	psrun sbt-alice plain "cmdtok-$CMD_SALT-$n"
+	psrun "$SB_ALICE" plain "cmdtok-$CMD_SALT-$n"
 	audit_since "$m"
 	check_no_forms "cmdtok-$CMD_SALT-$n" "$T/audit.new"
 }
@@ -451,7 +451,7 @@ audit_since() {
 @test "error messages redact secrets (policy refusal quoting argv)" {
 	local m
 	m=$(wc -l <"$SB_AUDIT")
-	psrun sbt-alice ps_deny --forbidden "$S_FILE" "x${S_ASCII}"
+	psrun "$SB_ALICE" ps_deny --forbidden "$S_FILE" "x${S_ASCII}"
 	[ "$PSRC" -eq 126 ]
 	grep -qF "forbidden by the test" "$T/err"
 	grep -qF 'shimbridge: refused: ps_deny --forbidden [REDACTED] x[REDACTED]: not allowed' "$T/err"
@@ -459,7 +459,7 @@ audit_since() {
 	check_no_forms "$S_ASCII" "$T/err"
 	# and the denied audit line (an ASCII value: see the test above for the others)
 	m=$(wc -l <"$SB_AUDIT")
-	psrun sbt-alice ps_deny --forbidden "$S_ASCII"
+	psrun "$SB_ALICE" ps_deny --forbidden "$S_ASCII"
 	[ "$PSRC" -eq 126 ]
 	audit_since "$m"
 	grep -q '"event":"denied".*"argv":\["--forbidden","\[REDACTED\]"\]' "$T/audit.new"
@@ -492,7 +492,7 @@ audit_since() {
 	"tools": {"ps_file": $(ps_tool s_file)}
 }
 EOF
-	echo '{"name": "alice", "user": "sbt-alice", "tools": ["ps_file"]}' >"$d/sessions.d/alice.json"
+	printf '{"name": "alice", "user": "%s", "tools": ["ps_file"]}\n' "$SB_ALICE" >"$d/sessions.d/alice.json"
 	chmod 600 "$SB_DIR/etc/dump.json" "$d/sessions.d/alice.json"
 	sb_bg "$SB_BUILD/shimbridged" -c "$SB_DIR/etc/dump.json" </dev/null >"$d/daemon.log" 2>&1
 	pid=$!
@@ -505,7 +505,7 @@ EOF
 	# core dumps off too, hard limit included
 	grep -Eq '^Max core file size +0 +0 ' "/proc/$pid/limits"
 	# the probe left it intact: it still serves
-	as sbt-alice env SHIMBRIDGE_SOCKET="$d/run/bridge.sock" timeout 20 ps_file --sha256 PS_SECRET >"$T/out"
+	as "$SB_ALICE" env SHIMBRIDGE_SOCKET="$d/run/bridge.sock" timeout 20 ps_file --sha256 PS_SECRET >"$T/out"
 	[ "$(cat "$T/out")" = "$(sha "$S_FILE")" ]
 	kill -TERM "$pid"
 	wait "$pid"
@@ -513,14 +513,14 @@ EOF
 	[ "$v" = 0 ]
 	# A session user cannot read the main daemon's environ (the env source's value
 	# is in there).
-	run ! as sbt-alice cat "/proc/$SB_PID/environ"
+	run ! as "$SB_ALICE" cat "/proc/$SB_PID/environ"
 }
 
 @test "nothing sbt-alice can read holds a secret value" {
 	local v
 	for v in "$S_FILE" "$S_BOB" "$S_ENV" "$S_CRED" "$S_STORE" "$S_ASCII" "cmdtok-$CMD_SALT"; do
-		run bash -c 'printf "%s\n" "$1" | (source "$2"; as sbt-alice timeout 20 grep -rlsF -f - \
-			/home/sbt-alice /tmp /var/tmp /dev/shm)' _ "$v" "$BATS_TEST_DIRNAME/lib.bash"
+		run bash -c 'printf "%s\n" "$1" | (source "$2"; as "$SB_ALICE" timeout 20 grep -rlsF -f - \
+			"/home/$SB_ALICE" /tmp /var/tmp /dev/shm)' _ "$v" "$BATS_TEST_DIRNAME/lib.bash"
 		[ "$status" -eq 1 ] || [ "$status" -eq 2 ]
 		[ -z "$output" ]
 	done
