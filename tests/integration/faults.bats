@@ -367,8 +367,8 @@ concurrent() {
 	[ $((n1 - n0)) -eq 2 ] || { echo "$((n1 - n0)) audit lines for 2 busy refusals" >&2; false; }
 }
 
-@test "soak: 10,000 sequential invocations (2,000 under ASan); daemon fds and RSS back to baseline" {
-	local n=${SBT_SOAK_N:-10000} fds0 rss0 fds1 rss1 t0 t1 fails done0 done1 asan=
+@test "soak: 4,000 sequential invocations (2,000 under ASan); daemon fds and RSS back to baseline" {
+	local n=${SBT_SOAK_N:-4000} fds0 rss0 fds1 rss1 t0 t1 fails done0 done1 asan=
 	# The sanitized daemon runs ~40 calls/s: 2,000 calls there (LeakSanitizer
 	# checks for leaks when it stops), unless SBT_SOAK_N says otherwise.
 	if ldd "$SB_BUILD/shimbridged" | grep -q libasan; then
