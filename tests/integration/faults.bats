@@ -304,9 +304,14 @@ io_of() {
 	done
 	wait "$bg"
 	t1=$(now_ms)
+	# read, not $(cat): no process per file (this loop ran 3,000 of them).
+	local rc out
 	for i in $(seq 1000); do
-		if [ "$(cat "$d/rc.$i" 2>/dev/null)" != 0 ] || [ "$(cat "$d/out.$i")" != "n$i" ] || [ -s "$d/err.$i" ]; then
-			[ "$bad" -lt 5 ] && echo "call $i: rc $(cat "$d/rc.$i") out $(cat "$d/out.$i") err $(cat "$d/err.$i")" >&2
+		rc= out=
+		read -r rc <"$d/rc.$i" 2>/dev/null
+		read -r out <"$d/out.$i" 2>/dev/null
+		if [ "$rc" != 0 ] || [ "$out" != "n$i" ] || [ -s "$d/err.$i" ]; then
+			[ "$bad" -lt 5 ] && echo "call $i: rc $rc out $out err $(cat "$d/err.$i")" >&2
 			bad=$((bad + 1))
 		fi
 	done
