@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """Where a git push or fetch through the bridge spends its time (bench/run, make bench).
 
-git-phases.py AUDIT_LOG SKIP_FETCH SKIP_PUSH
+git-phases.py AUDIT_LOG SKIP_FETCH SKIP_PUSH [REPO]
 
 Reads the daemon's "git-phases" audit records (bridge/op-git.c: milliseconds since the
 request started at which each phase ended: spawn, start, mirror, hook, policy, upstream,
 end, done), drops the first SKIP_FETCH upload-pack and SKIP_PUSH receive-pack calls
-(clones and warm-up), and prints two lines, "push" and "fetch", each with the median
+(clones and warm-up), and prints two lines (for the calls whose argv names REPO, when
+given), "push" and "fetch", each with the median
 length of every phase in ms:
 
   jail        request → shimbridge-git runs (policy, scratch dir, injector, jailed spawn)
@@ -25,13 +26,17 @@ import sys
 
 def main():
     log, skip_fetch, skip_push = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    repo = sys.argv[4] if len(sys.argv) > 4 else None
     calls = {"git-upload-pack": [], "git-receive-pack": []}
     with open(log, encoding="utf-8") as f:
         for line in f:
             if '"git-phases"' not in line:
                 continue
             rec = json.loads(line)
-            svc = (rec.get("argv") or ["?"])[0]
+            argv = rec.get("argv") or ["?"]
+            if repo is not None and not any(repo in str(a) for a in argv[1:]):
+                continue
+            svc = argv[0]
             if svc in calls:
                 calls[svc].append(rec.get("ms", {}))
     calls["git-upload-pack"] = calls["git-upload-pack"][skip_fetch:]
