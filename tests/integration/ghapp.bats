@@ -12,9 +12,9 @@
 # (to show that GitHub itself refuses it elsewhere) and search for it everywhere the
 # sandbox or an operator can look. The fake's own logs name tokens by fingerprint.
 #
-# The timing: tokens live GHAPP_TTL (16) s and the bridge refreshes them
-# refresh_before (8) s before they expire; it revokes a replaced token after a grace
-# of half its remaining life (at most 10 s), so before it expires. The tests wait for rotations and expiries by
+# The timing: tokens live GHAPP_TTL (30) s and the bridge refreshes them
+# refresh_before (15) s before they expire; it revokes a replaced token after a grace
+# of 10 s, so before it expires. The tests wait for rotations and expiries by
 # watching the fake's state, never by timing a call.
 
 bats_require_minimum_version 1.5.0
@@ -23,8 +23,8 @@ load lib
 
 FIXTURES=$SB_FIXTURES
 APP_ID=12345
-GHAPP_TTL=${GHAPP_TTL:-16}
-GHAPP_REFRESH=${GHAPP_REFRESH:-8}
+GHAPP_TTL=${GHAPP_TTL:-30}
+GHAPP_REFRESH=${GHAPP_REFRESH:-15}
 
 setup_file() {
 	[ -x /usr/bin/gh ] || skip "gh is not installed"
