@@ -187,22 +187,35 @@ test_zero(void **state)
 	assert_false(pushcmd_zero(""));
 }
 
+/*
+ * An upload-pack advertisement in buf, up to its first ref line: HEAD at A40 with
+ * the capabilities caps. Returns its length.
+ */
+static size_t
+advert_head(char *buf, const char *caps)
+{
+	char line[512];
+	size_t o = 0;
+	int len;
+
+	pkts(buf, &o, "# service=git-upload-pack\n");
+	memcpy(buf + o, "0000", 4);
+	o += 4;
+	len = snprintf(line, sizeof line, "%s HEAD%c%s", A40, '\0', caps);
+	pkt(buf, &o, line, (size_t)len);
+	return o;
+}
+
 /* profile_git_head: the default branch from the first ref's symref capability. */
 static void
 test_head(void **state)
 {
-	char buf[2048], line[512];
-	size_t o = 0;
+	char buf[2048];
+	size_t o;
 	char *h;
-	int len;
 
 	(void)state;
-	pkts(buf, &o, "# service=git-upload-pack\n");
-	memcpy(buf + o, "0000", 4);
-	o += 4;
-	len = snprintf(line, sizeof line, "%s HEAD%cmulti_ack symref=HEAD:refs/heads/trunk "
-	    "agent=git/2.39\n", A40, '\0');
-	pkt(buf, &o, line, (size_t)len);
+	o = advert_head(buf, "multi_ack symref=HEAD:refs/heads/trunk agent=git/2.39\n");
 	pkts(buf, &o, A40 " refs/heads/trunk\n");
 	memcpy(buf + o, "0000", 4);
 	h = profile_git_head((const unsigned char *)buf, o + 4);
@@ -210,25 +223,13 @@ test_head(void **state)
 	assert_string_equal(h, "trunk");
 	free(h);
 	/* Last capability, no newline. */
-	o = 0;
-	pkts(buf, &o, "# service=git-upload-pack\n");
-	memcpy(buf + o, "0000", 4);
-	o += 4;
-	len = snprintf(line, sizeof line, "%s HEAD%cofs-delta symref=HEAD:refs/heads/main", A40,
-	    '\0');
-	pkt(buf, &o, line, (size_t)len);
+	o = advert_head(buf, "ofs-delta symref=HEAD:refs/heads/main");
 	h = profile_git_head((const unsigned char *)buf, o);
 	assert_non_null(h);
 	assert_string_equal(h, "main");
 	free(h);
 	/* No symref, an empty repository, another symref, garbage: nothing. */
-	o = 0;
-	pkts(buf, &o, "# service=git-upload-pack\n");
-	memcpy(buf + o, "0000", 4);
-	o += 4;
-	len = snprintf(line, sizeof line, "%s HEAD%cofs-delta symref=FOO:refs/heads/x", A40,
-	    '\0');
-	pkt(buf, &o, line, (size_t)len);
+	o = advert_head(buf, "ofs-delta symref=FOO:refs/heads/x");
 	assert_null(profile_git_head((const unsigned char *)buf, o));
 	assert_null(profile_git_head((const unsigned char *)"001e# service=git-upload-pack\n"
 	    "00000000", 38));
