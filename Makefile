@@ -24,7 +24,7 @@ GIT_SRC    := $(wildcard gitserve/*.c)
 ADMIN_SRC  := $(wildcard admin/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
-BENCH_SRC  := $(wildcard bench/*.c)
+BENCH_SRC  := $(filter-out bench/noop.c,$(wildcard bench/*.c))
 HDRS       := $(wildcard common/*.h bridge/*.h shim/*.h gitserve/*.h admin/*.h)
 LIB_SRC    := $(COMMON_SRC) bridge/redact.c
 DAEMON_SRC := $(filter-out bridge/redact.c,$(BRIDGE_SRC))
@@ -46,7 +46,7 @@ SANPROGS   := $(B)/san/shimbridged $(B)/san/shim $(B)/san/shimbridge-git $(B)/sa
 UNITS      := $(patsubst tests/unit/%.c,$(B)/unit/%,$(UNIT_SRC))
 SANUNITS   := $(patsubst tests/unit/%.c,$(B)/unit-san/%,$(UNIT_SRC))
 FUZZERS    := $(patsubst tests/fuzz/%.c,$(B)/fuzzers/%,$(FUZZ_SRC))
-BENCHES    := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC))
+BENCHES    := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC)) $(B)/bench/noop
 
 .PHONY: all test unit integration fuzz fuzz-build bench demo install uninstall clean san valgrind check-scripts \
 	deps deps-shim deps-test deps-fuzz tools
@@ -160,6 +160,10 @@ $(B)/fuzzers/%: $(call fobj,tests/fuzz/%.c) $(call fobj,$(BRIDGE_SRC) $(COMMON_S
 $(B)/bench/%: $(call obj,bench/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC))
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LIBS)
+# The floor's no-op: static and musl with the shim's flags, so it starts as the shim does.
+$(B)/bench/noop: bench/noop.c | deps-shim
+	@mkdir -p $(dir $@)
+	$(MUSLCC) -std=c11 $(WARN) -Os -static -s -o $@ $<
 
 # The injector standalone, for tests and the bench (tests/tools/injectd.c).
 $(B)/tools/injectd: $(call obj,tests/tools/injectd.c $(BRIDGE_SRC) $(COMMON_SRC))

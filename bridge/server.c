@@ -62,11 +62,12 @@ server_session_running(const struct server *srv, const struct session *s)
 
 static struct zygote	*server_zygote;	/* for server_keep */
 
-/* The orphan scan's test: a job's live process, or a jail waiting in the pool. */
+/* The orphan scan's test: a job's live process, a jail waiting in the pool, the jail server. */
 static int
 server_keep(pid_t pid)
 {
-	return job_is_live(pid) || zygote_is_waiting(server_zygote, pid);
+	return job_is_live(pid) || zygote_is_waiting(server_zygote, pid) ||
+	    spawn_jail_server_is(pid);
 }
 
 /* Kill descendants that escaped their process group (reparented to us). */
@@ -103,6 +104,12 @@ server_sigchld(evutil_socket_t sig, short what, void *arg)
 	 * no children: nothing to look for either.
 	 */
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (spawn_jail_server_reaped(pid)) {
+			log_warnx("the jail server (pid %ld) ended (%s): the next jail starts "
+			    "another", (long)pid, WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) :
+			    "exited");
+			continue;
+		}
 		if (job_reaped(pid, status) == 0 && !zygote_reaped(srv->zygote, pid))
 			any = 1;
 	}
@@ -415,7 +422,7 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 		/* Only a mount point for the jails' roots, each in its own mount namespace. */
 		xasprintf(&srv.jail_root, "%s/jail", cfg->state_dir);
 		if (hygiene_mkdir_root(srv.jail_root, 0700, 1, cause) != 0 ||
-		    spawn_jail_find(NULL, cause) != 0)
+		    spawn_jail_find(NULL, cause) != 0 || spawn_jail_server_start(cause) != 0)
 			goto out;
 	} else
 		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");

@@ -258,7 +258,14 @@ spawn_jail_find(const char *path_given, char **cause)
 /* What the clone child needs until it execs the init. */
 struct spawn_jailarg {
 	int	ctl;		/* its end of the control socket */
+	int	server;		/* exec it as the jail server (--server) */
 };
+
+/*
+ * The stack of the clone children (CLONE_VM|CLONE_VFORK: the daemon is
+ * suspended until they exec, and it is single-threaded, so one serves all).
+ */
+static char	spawn_clone_stack[16384] __attribute__((aligned(16)));
 
 /*
  * The clone child (CLONE_VM|CLONE_VFORK, on its own small stack): it shares
@@ -272,13 +279,14 @@ static int
 spawn_jail_exec(void *arg)
 {
 	static char *const argv[] = { "shimbridge-jail", NULL };
+	static char *const sargv[] = { "shimbridge-jail", "--server", NULL };
 	static char *const envp[] = { NULL };
 	const struct spawn_jailarg *a = arg;
 
 	if (dup2(a->ctl, 0) < 0 || dup3(spawn_init_fd, 1, O_CLOEXEC) < 0)
 		_exit(127);
 	spawn_closefrom(2);
-	syscall(SYS_execveat, 1, "", argv, envp, AT_EMPTY_PATH);
+	syscall(SYS_execveat, 1, "", a->server ? sargv : argv, envp, AT_EMPTY_PATH);
 	_exit(127);
 }
 
@@ -336,10 +344,11 @@ spawn_jail_send(int ctl, enum jailmsg_type type, const unsigned char *body, size
  * *cause (an ERROR's text, EOF, a timeout).
  */
 static int
-spawn_jail_reply(int ctl, char **cause)
+spawn_jail_reply_pid(int ctl, int32_t *pid, char **cause)
 {
 	unsigned char hdr[JAILMSG_HDR];
 	char msg[512];
+	const char *why;
 	enum jailmsg_type type;
 	struct pollfd pfd = { ctl, POLLIN, 0 };
 	uint32_t len;
@@ -361,8 +370,8 @@ spawn_jail_reply(int ctl, char **cause)
 		got += (size_t)n;
 	}
 	if (jailmsg_get_header(hdr, &type, &len) != 0 ||
-	    (type != JAILMSG_READY && type != JAILMSG_EXEC && type != JAILMSG_ERROR) ||
-	    len >= sizeof msg) {
+	    (type != JAILMSG_READY && type != JAILMSG_EXEC && type != JAILMSG_ERROR &&
+	    (type != JAILMSG_PID || pid == NULL)) || len >= sizeof msg) {
 		xasprintf(cause, "jail: a bad message from the init");
 		return -1;
 	}
@@ -378,7 +387,133 @@ spawn_jail_reply(int ctl, char **cause)
 		xasprintf(cause, "%s", len > 0 ? msg : "jail: failed");
 		return -1;
 	}
+	if (type == JAILMSG_PID && jailmsg_pid_decode((unsigned char *)msg, len, pid, &why) != 0) {
+		xasprintf(cause, "jail: %s", why);
+		return -1;
+	}
 	return (int)type;
+}
+
+/* The next message from an init: READY, EXEC, or -1 with *cause. */
+static int
+spawn_jail_reply(int ctl, char **cause)
+{
+	return spawn_jail_reply_pid(ctl, NULL, cause);
+}
+
+/*
+ * The jail server (shimbridge-jail --server): exec'd once, it forks every
+ * jail's init with CLONE_PARENT, so the inits stay the daemon's children and
+ * are not exec'd one by one (docs/JAIL.md, "The jail server"). Started with the
+ * first jail, again after it died.
+ */
+static pid_t	spawn_srv_pid = -1;
+static int	spawn_srv_fd = -1;
+static pid_t	spawn_srv_owner = -1;	/* the process that started it */
+
+/* Let go of the server: it exits on EOF; the reaper collects it. */
+static void
+spawn_jail_server_stop(void)
+{
+	if (spawn_srv_fd >= 0)
+		close(spawn_srv_fd);
+	spawn_srv_fd = -1;
+	spawn_srv_pid = -1;
+}
+
+/* Exec the server, in the daemon's own namespaces and cgroup. 0, or -1 and *cause. */
+int
+spawn_jail_server_start(char **cause)
+{
+	struct spawn_jailarg a;
+	int sv[2];
+	pid_t pid;
+
+	if (spawn_init_fd < 0) {
+		xasprintf(cause, "jail: no init program (shimbridge-jail)");
+		return -1;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		xasprintf(cause, "jail: socketpair: %s", strerror(errno));
+		return -1;
+	}
+	a.ctl = sv[1];
+	a.server = 1;
+	pid = clone(spawn_jail_exec, spawn_clone_stack + sizeof spawn_clone_stack,
+	    CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+	close(sv[1]);
+	if (pid < 0) {
+		xasprintf(cause, "jail: cannot start the jail server: %s", strerror(errno));
+		close(sv[0]);
+		return -1;
+	}
+	spawn_srv_pid = pid;
+	spawn_srv_fd = sv[0];
+	spawn_srv_owner = getpid();
+	return 0;
+}
+
+/* Whether pid is the jail server (the orphan scan leaves it alone). */
+int
+spawn_jail_server_is(pid_t pid)
+{
+	return pid > 0 && pid == spawn_srv_pid;
+}
+
+/* The reaper collected pid: 1 if it was the jail server (started again when needed). */
+int
+spawn_jail_server_reaped(pid_t pid)
+{
+	if (!spawn_jail_server_is(pid))
+		return 0;
+	spawn_jail_server_stop();
+	return 1;
+}
+
+/*
+ * Have the server fork an init in the namespaces ns, with ctl as its control
+ * socket, in the cgroup of cgroup_fd when > 2. The daemon waits for the pid: no
+ * SIGCHLD of that init is reaped before the daemon knows it. A server that is
+ * gone is started again, once. The pid, or -1 and *cause.
+ */
+static pid_t
+spawn_jail_server_fork(int ns, int ctl, int cgroup_fd, char **cause)
+{
+	unsigned char body[JAILMSG_FORK_LEN];
+	int fds[2] = { ctl, cgroup_fd }, nfds = cgroup_fd > 2 ? 2 : 1, try;
+	int32_t pid = 0;
+	char *why = NULL;
+
+	jailmsg_fork_encode(body, (uint32_t)ns, nfds == 2);
+	/*
+	 * A forked copy of the daemon (tests do this) must not use its parent's
+	 * server: the inits would be its parent's children, not its own.
+	 */
+	if (spawn_srv_fd >= 0 && spawn_srv_owner != getpid())
+		spawn_jail_server_stop();
+	for (try = 0; try < 2; try++) {
+		free(why);
+		why = NULL;
+		if (spawn_srv_fd < 0 && spawn_jail_server_start(&why) != 0)
+			break;
+		if (spawn_jail_send(spawn_srv_fd, JAILMSG_FORK, body, sizeof body, fds, nfds) != 0)
+			xasprintf(&why, "jail: the jail server is gone: %s", strerror(errno));
+		else if (spawn_jail_reply_pid(spawn_srv_fd, &pid, &why) == JAILMSG_PID)
+			break;
+		/* Gone (killed: EOF), or it said why it stopped: a new one, once. */
+		spawn_jail_server_stop();
+		pid = 0;
+	}
+	if (pid == 0) {
+		*cause = why != NULL ? why : xstrdup("jail: the jail server did not answer");
+		return -1;
+	}
+	free(why);
+	if (pid < 0) {
+		xasprintf(cause, "jail: clone: %s", strerror(-pid));
+		return -1;
+	}
+	return (pid_t)pid;
 }
 
 /* The SETUP message's network mode for a jail, and the fd to send (or -1). */
@@ -404,8 +539,6 @@ int
 spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, int cgroup_fd,
     struct spawn_jail *sj, char **cause)
 {
-	static char stack[16384] __attribute__((aligned(16)));
-	struct spawn_jailarg a;
 	struct jailmsg_setup s;
 	unsigned char *body = NULL;
 	size_t len, i;
@@ -456,19 +589,12 @@ spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, int cgroup_fd,
 		xasprintf(cause, "jail: socketpair: %s", strerror(errno));
 		goto fail;
 	}
-	a.ctl = sv[1];
 	/*
-	 * clone with CLONE_VM|CLONE_VFORK: like vfork, the child borrows our memory
-	 * until it execs the init and we are suspended until then. The daemon is
-	 * single-threaded, so one static stack serves every clone. With cgroups
-	 * (bridge/cgroup.h) the child starts in its session's cgroup.
+	 * The jail server forks the init in the jail's namespaces, as our child,
+	 * in its session's cgroup when there are cgroups (bridge/cgroup.h).
 	 */
-	sj->pid = cgroup_clone(spawn_jail_exec, stack + sizeof stack, CLONE_VM | CLONE_VFORK |
-	    jail_clone_flags(j) | SIGCHLD, &a, cgroup_fd);
-	if (sj->pid < 0) {
-		xasprintf(cause, "jail: clone: %s", strerror(errno));
+	if ((sj->pid = spawn_jail_server_fork(jail_clone_flags(j), sv[1], cgroup_fd, cause)) < 0)
 		goto fail;
-	}
 	close(sv[1]);
 	sv[1] = -1;
 	sj->ctl = sv[0];

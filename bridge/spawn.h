@@ -84,9 +84,10 @@ size_t		 envbuild_count(const struct envbuild *);
 void		 envbuild_free(struct envbuild *);
 
 /*
- * Jails (docs/JAIL.md). Each jail's init is the program shimbridge-jail, exec'd
- * straight from a clone(CLONE_VM|CLONE_VFORK) child in the jail's new
- * namespaces, so no copy of the daemon's memory exists in any jail.
+ * Jails (docs/JAIL.md). Each jail's init is forked in the jail's new namespaces
+ * by the jail server, the program shimbridge-jail exec'd once (from a
+ * clone(CLONE_VM|CLONE_VFORK) child), so no copy of the daemon's memory exists
+ * in any jail.
  */
 struct spawn_jail {
 	pid_t	pid;		/* the init, a child of the daemon; -1: none */
@@ -113,6 +114,15 @@ int	 spawn_jail_start(const struct jail *j, uid_t, gid_t, int cgroup_fd,
 	    struct spawn_jail *, char **cause);
 /* Kill a started init that will run nothing; the SIGCHLD reaper collects it. */
 void	 spawn_jail_discard(struct spawn_jail *);
+/*
+ * The jail server that forks the inits (shimbridge-jail --server, a child of
+ * the daemon): start it (the first jail does if this was not called: 0, or -1
+ * and *cause); whether pid is it; and, for the reaper, 1 if the pid it reaped
+ * was it (the next jail starts a new one).
+ */
+int	 spawn_jail_server_start(char **cause);
+int	 spawn_jail_server_is(pid_t);
+int	 spawn_jail_server_reaped(pid_t);
 /* A fresh private directory under parent, owned by uid:gid, mode 0700. */
 char	*spawn_scratch_create(const char *parent, uid_t, gid_t, char **cause);
 /* Remove a tree without following symlinks. */

@@ -39,7 +39,7 @@ jailmsg_get_header(const unsigned char *hdr, enum jailmsg_type *type, uint32_t *
 
 	*len = jailmsg_get32(hdr + 4);
 	if (t != JAILMSG_SETUP && t != JAILMSG_READY && t != JAILMSG_RUN && t != JAILMSG_EXEC &&
-	    t != JAILMSG_ERROR)
+	    t != JAILMSG_ERROR && t != JAILMSG_FORK && t != JAILMSG_PID)
 		return -1;
 	if (*len > JAILMSG_MAX)
 		return -1;
@@ -345,4 +345,64 @@ jailmsg_run_free(struct jailmsg_run *m)
 	free(m->argv);
 	free(m->envp);
 	m->argv = m->envp = NULL;
+}
+
+/* A FORK body. */
+void
+jailmsg_fork_encode(unsigned char body[JAILMSG_FORK_LEN], uint32_t flags, int cgroup)
+{
+	jailmsg_put32(body, flags);
+	jailmsg_put32(body + 4, cgroup ? 1 : 0);
+}
+
+/* A FORK body: its exact length, flags within allowed and holding required, cgroup 0 or 1. */
+int
+jailmsg_fork_decode(const unsigned char *p, size_t len, uint32_t allowed, uint32_t required,
+    uint32_t *flags, int *cgroup, const char **why)
+{
+	uint32_t f, c;
+
+	if (len != JAILMSG_FORK_LEN) {
+		*why = "FORK: wrong length";
+		return -1;
+	}
+	f = jailmsg_get32(p);
+	c = jailmsg_get32(p + 4);
+	if ((f & ~allowed) != 0 || (f & required) != required) {
+		*why = "FORK: namespaces not allowed or missing";
+		return -1;
+	}
+	if (c > 1) {
+		*why = "FORK: bad cgroup field";
+		return -1;
+	}
+	*flags = f;
+	*cgroup = (int)c;
+	return 0;
+}
+
+/* A PID body. */
+void
+jailmsg_pid_encode(unsigned char body[JAILMSG_PID_LEN], int32_t pid)
+{
+	jailmsg_put32(body, (uint32_t)pid);
+}
+
+/* A PID body: a pid > 0 or an errno < 0 (within what errno can be). */
+int
+jailmsg_pid_decode(const unsigned char *p, size_t len, int32_t *pid, const char **why)
+{
+	int32_t v;
+
+	if (len != JAILMSG_PID_LEN) {
+		*why = "PID: wrong length";
+		return -1;
+	}
+	v = (int32_t)jailmsg_get32(p);
+	if (v == 0 || v < -4095) {
+		*why = "PID: neither a pid nor an errno";
+		return -1;
+	}
+	*pid = v;
+	return 0;
 }

@@ -14,6 +14,15 @@
  *   EXEC   init -> daemon  (empty) the tool has exec'd
  *   ERROR  init -> daemon  message: the step that failed and why
  *
+ * Between the daemon and its jail server (shimbridge-jail --server, which forks
+ * every jail's init, see docs/JAIL.md), over another socketpair:
+ *
+ *   FORK   daemon -> server  flags cgroup | the namespaces to make (CLONE_NEW*),
+ *                            and whether a session cgroup's fd follows the init's
+ *                            control socket on the header (1) or not (0)
+ *   PID    server -> daemon  pid: the new init's pid (> 0), or -errno
+ *   ERROR  server -> daemon  message: why the server cannot go on (it exits)
+ *
  * The init trusts only the daemon, but parses defensively: every count, length and
  * terminator is checked, and a bad message makes it exit (the call fails).
  */
@@ -35,7 +44,13 @@ enum jailmsg_type {
 	JAILMSG_RUN = 'R',
 	JAILMSG_EXEC = 'X',
 	JAILMSG_ERROR = 'E',
+	JAILMSG_FORK = 'F',
+	JAILMSG_PID = 'P',
 };
+
+/* FORK and PID bodies: two and one 32-bit integers. */
+#define JAILMSG_FORK_LEN	8
+#define JAILMSG_PID_LEN		4
 
 enum jailmsg_net {
 	JAILMSG_NET_HOST = 0,	/* keep the daemon's network namespace */
@@ -94,5 +109,16 @@ int	jailmsg_setup_decode(const unsigned char *, size_t, struct jailmsg_setup *,
 int	jailmsg_run_decode(const unsigned char *, size_t, struct jailmsg_run *,
 	    const char **why);
 void	jailmsg_run_free(struct jailmsg_run *);
+
+/*
+ * FORK: flags are the CLONE_NEW* bits of the jail; the server accepts only
+ * allowed (a mask of those it may make) and needs every bit of required.
+ * PID: a pid, or -errno. The decoders return 0, or -1 with *why.
+ */
+void	jailmsg_fork_encode(unsigned char body[JAILMSG_FORK_LEN], uint32_t flags, int cgroup);
+int	jailmsg_fork_decode(const unsigned char *, size_t, uint32_t allowed, uint32_t required,
+	    uint32_t *flags, int *cgroup, const char **why);
+void	jailmsg_pid_encode(unsigned char body[JAILMSG_PID_LEN], int32_t pid);
+int	jailmsg_pid_decode(const unsigned char *, size_t, int32_t *pid, const char **why);
 
 #endif

@@ -9,18 +9,28 @@
  * forwards SIGTERM, SIGINT and SIGHUP to the tool's process group. It exits with
  * the tool's status (128+N for a death by signal N), which ends the namespace.
  * Any error ends it too: one jail serves one call, and nothing is retried here.
+ *
+ * With --server it is the daemon's jail server instead: one long-lived process,
+ * exec'd once, that forks every jail's init in its fresh namespaces on the
+ * daemon's FORK (common/jailmsg.h) with CLONE_PARENT, so that each init is the
+ * daemon's child as before, and runs the init's code in the child without an
+ * exec of its own. The server holds nothing but the descriptors of the request
+ * at hand; it exits when the daemon closes its socket.
  */
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,16 +334,14 @@ jailinit_run(void)
 	return tool;
 }
 
-/* PID 1 of the jail. */
-int
-main(int argc, char **argv)
+/* PID 1 of the jail, with its control socket as fd 0. */
+static int __attribute__((noreturn))
+jailinit(void)
 {
 	sigset_t set;
 	pid_t tool, p;
 	int sig, st;
 
-	(void)argc;
-	(void)argv;
 	hygiene_signals_default();
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
@@ -371,4 +379,111 @@ main(int argc, char **argv)
 			_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
 		}
 	}
+}
+
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP	0x200000000ULL
+#endif
+
+/* struct clone_args of <linux/sched.h> (up to cgroup), which musl does not ship. */
+struct jailsrv_clone_args {
+	uint64_t	flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size,
+			tls, set_tid, set_tid_size, cgroup;
+};
+
+/* The namespaces a FORK may ask for, and those every jail gets. */
+#define JAILSRV_NS_ALLOWED	(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET)
+#define JAILSRV_NS_REQUIRED	(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID)
+
+/* Answer a FORK: the new init's pid, or -errno. */
+static void
+jailsrv_reply(int32_t v)
+{
+	unsigned char msg[JAILMSG_HDR + JAILMSG_PID_LEN];
+
+	jailmsg_put_header(msg, JAILMSG_PID, JAILMSG_PID_LEN);
+	jailmsg_pid_encode(msg + JAILMSG_HDR, v);
+	if (write(CTL, msg, sizeof msg) != (ssize_t)sizeof msg)
+		_exit(1);	/* the daemon is gone or broken: so are we */
+}
+
+/*
+ * Fork one init: fresh namespaces, the daemon as its parent (CLONE_PARENT: its
+ * exit signal is ours, SIGCHLD), in the session's cgroup when one came along.
+ * The child puts its control socket at fd 0, closes the rest, and is the init.
+ * args, argslen: the server's arguments after argv[0], NUL included.
+ */
+static pid_t
+jailsrv_fork(uint32_t ns, int ctl, int cgroup, char *args, size_t argslen)
+{
+	struct jailsrv_clone_args ca;
+	pid_t pid;
+
+	memset(&ca, 0, sizeof ca);
+	ca.flags = (uint64_t)ns | CLONE_PARENT;
+	if (cgroup >= 0) {
+		ca.flags |= CLONE_INTO_CGROUP;
+		ca.cgroup = (uint64_t)cgroup;
+	}
+	pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+	if (pid < 0 && errno == ENOSYS && cgroup < 0)	/* before Linux 5.3 */
+		pid = (pid_t)syscall(SYS_clone, (unsigned long)ns | CLONE_PARENT, 0, 0, 0, 0);
+	if (pid != 0)
+		return pid;
+	if (dup2(ctl, CTL) != CTL)
+		_exit(127);
+	hygiene_closefrom(CTL + 1);
+	/*
+	 * An init's name and command line are "shimbridge-jail", not the server's:
+	 * the server's own arguments are blanked, and with the last byte of the
+	 * argument area no longer NUL, /proc/PID/cmdline shows the area up to its
+	 * first NUL (the kernel's setproctitle convention), that is argv[0].
+	 */
+	(void)prctl(PR_SET_NAME, "shimbridge-jail", 0, 0, 0);
+	memset(args, ' ', argslen);
+	jailinit();
+}
+
+/* The jail server: one FORK at a time, until the daemon closes the socket. */
+static int __attribute__((noreturn))
+jailsrv(char *args, size_t argslen)
+{
+	sigset_t set;
+
+	hygiene_signals_default();
+	sigemptyset(&set);
+	sigprocmask(SIG_SETMASK, &set, NULL);
+	if (prctl(PR_SET_NAME, "sb-jail-server", 0, 0, 0) != 0 ||
+	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		jailinit_fail("prctl");
+	for (;;) {
+		unsigned char *body;
+		const char *why = "FORK";
+		uint32_t len, ns = 0;
+		int fds[2], cg = 0;
+		pid_t pid;
+
+		body = jailinit_recv(JAILMSG_FORK, &len, fds, 2);
+		if (jailmsg_fork_decode(body, len, JAILSRV_NS_ALLOWED, JAILSRV_NS_REQUIRED, &ns,
+		    &cg, &why) != 0 || fds[0] < 0 || (fds[1] >= 0) != (cg == 1)) {
+			errno = EPROTO;
+			jailinit_fail(fds[0] < 0 ? "FORK without a control socket" :
+			    (fds[1] >= 0) != (cg == 1) ? "FORK: cgroup descriptor" : why);
+		}
+		free(body);
+		pid = jailsrv_fork(ns, fds[0], fds[1], args, argslen);
+		jailsrv_reply(pid > 0 ? (int32_t)pid : -(int32_t)errno);
+		close(fds[0]);
+		if (fds[1] >= 0)
+			close(fds[1]);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "--server") == 0)
+		jailsrv(argv[1], strlen(argv[1]) + 1);	/* what follows argv[0] */
+	jailinit();
 }

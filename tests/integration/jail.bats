@@ -359,7 +359,7 @@ pool_is() {
 	return 1
 }
 
-@test "pool: a waiting jail's init is the exec'd shimbridge-jail, as the runner, with an empty environment" {
+@test "pool: a waiting jail's init is shimbridge-jail (forked by the jail server), as the runner, with an empty environment" {
 	run --separate-stderr as_t 30 "$SB_ALICE" nonet -c 'echo warm-up'
 	[ "$status" -eq 0 ]
 	sb_wait_for 5 eval "[ \$(sb_pool_pids $RUN_A | wc -l) -ge 2 ]"
@@ -379,6 +379,35 @@ pool_is() {
 		# Closed to the runner (non-dumpable): the same uid cannot read its memory map.
 		run ! runuser -u "$RUN_A" -- cat "/proc/$p/maps"
 	done
+}
+
+@test "jail server: one root process forks every init as the daemon's child; killed, the next jail starts another" {
+	local srv srv2 p
+	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'echo warm-up'
+	[ "$status" -eq 0 ]
+	srv=$(pgrep -P "$SB_PID" -x sb-jail-server)
+	[ -n "$srv" ] && [ "$(wc -w <<<"$srv")" -eq 1 ]
+	# The jail program itself, as root, with its own command line and no environment.
+	[ "$(stat -c %u "/proc/$srv")" -eq 0 ]
+	[ "$(readlink "/proc/$srv/exe")" = "$(readlink -f "$SB_BUILD/shimbridge-jail")" ]
+	[ "$(tr '\0' ' ' <"/proc/$srv/cmdline")" = "shimbridge-jail --server " ]
+	[ "$(wc -c <"/proc/$srv/environ")" -eq 0 ]
+	# The inits it forked are the daemon's children (CLONE_PARENT), not its own.
+	sb_wait_for 5 eval "[ \$(sb_pool_pids $RUN_A | wc -l) -ge 2 ]"
+	[ -z "$(pgrep -P "$srv")" ]
+	for p in $(sb_pool_pids "$RUN_A"); do
+		[ "$(ps -o ppid= -p "$p" | tr -d ' ')" = "$SB_PID" ]
+	done
+	# Killed: the daemon says so, and the calls go on with a new one.
+	kill -KILL "$srv"
+	sb_wait_for 5 grep -q "the jail server (pid $srv) ended" "$SB_DIR/log/daemon.log"
+	for p in 1 2 3; do
+		run --separate-stderr as_t 30 "$SB_ALICE" sh -c "echo call-$p"
+		[ "$status" -eq 0 ] && [ "$output" = "call-$p" ]
+	done
+	srv2=$(pgrep -P "$SB_PID" -x sb-jail-server)
+	[ -n "$srv2" ] && [ "$srv2" != "$srv" ]
+	kill -0 "$SB_PID"
 }
 
 @test "pool: every call gets a jail of its own from the pool, and the pool refills" {

@@ -223,6 +223,49 @@ test_run_refusals(void **state)
 	jailmsg_run_free(&m);
 }
 
+/* FORK and PID: exact lengths, flags within what the server allows, errnos in range. */
+static void
+test_fork_pid(void **state)
+{
+	unsigned char b[JAILMSG_FORK_LEN], p[JAILMSG_PID_LEN];
+	const char *why = NULL;
+	uint32_t f = 0;
+	int cg = -1;
+	int32_t pid = 0;
+
+	(void)state;
+	jailmsg_fork_encode(b, 0x0f, 1);
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &why), 0);
+	assert_int_equal(f, 0x0f);
+	assert_int_equal(cg, 1);
+	jailmsg_fork_encode(b, 0x1f, 0);
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &why), 0);
+	assert_int_equal(f, 0x1f);
+	assert_int_equal(cg, 0);
+	/* A namespace the server may not make, one it must make missing, a bad length. */
+	jailmsg_fork_encode(b, 0x2f, 0);
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &why), -1);
+	assert_non_null(why);
+	jailmsg_fork_encode(b, 0x07, 0);
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &why), -1);
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b - 1, 0x1f, 0x0f, &f, &cg, &why), -1);
+	jailmsg_fork_encode(b, 0x0f, 0);
+	b[4] = 2;
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &why), -1);
+
+	jailmsg_pid_encode(p, 4242);
+	assert_int_equal(jailmsg_pid_decode(p, sizeof p, &pid, &why), 0);
+	assert_int_equal(pid, 4242);
+	jailmsg_pid_encode(p, -12);
+	assert_int_equal(jailmsg_pid_decode(p, sizeof p, &pid, &why), 0);
+	assert_int_equal(pid, -12);
+	jailmsg_pid_encode(p, 0);
+	assert_int_equal(jailmsg_pid_decode(p, sizeof p, &pid, &why), -1);
+	jailmsg_pid_encode(p, -5000);
+	assert_int_equal(jailmsg_pid_decode(p, sizeof p, &pid, &why), -1);
+	assert_int_equal(jailmsg_pid_decode(p, 3, &pid, &why), -1);
+}
+
 int
 main(void)
 {
@@ -232,6 +275,7 @@ main(void)
 		cmocka_unit_test(test_setup_refusals),
 		cmocka_unit_test(test_run_roundtrip),
 		cmocka_unit_test(test_run_refusals),
+		cmocka_unit_test(test_fork_pid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

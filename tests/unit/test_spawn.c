@@ -621,7 +621,7 @@ test_jail_netns(void **state)
 }
 
 /*
- * The init is the exec'd shimbridge-jail, not a copy of this process: its exe
+ * The init is shimbridge-jail (forked by the jail server, exec'd once), not a copy of this process: its exe
  * is that program, its environment and command line hold nothing of ours, and a
  * pre-built jail (spawn_jail_start, then j.warm) runs the tool the same way.
  */
