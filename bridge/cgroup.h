@@ -27,16 +27,6 @@ int	cgroup_enabled(void);
  * then fail: never run it less contained than the daemon said).
  */
 int	cgroup_session_fd(const char *session, char **cause);
-/*
- * clone(2) as glibc's clone(fn, stack_top, flags, arg), but with the child
- * started in the cgroup of cgroup_fd (clone3 CLONE_INTO_CGROUP) when cgroup_fd
- * > 2; flags' low byte is the exit signal. For a CLONE_VM|CLONE_VFORK child on
- * its own stack (the jail's init): the child runs fn(arg) on stack_top and exits
- * with its return value. -1 with errno; ENOSYS where this build has no clone3
- * trampoline (x86-64 only so far) for a child on its own stack.
- */
-int	cgroup_clone(int (*fn)(void *), void *stack_top, int flags, void *arg,
-	    int cgroup_fd);
 /* Kill every process of a session's calls (cgroup.kill); how many were in it, or -1. */
 int	cgroup_session_kill(const char *session);
 /* Remove session cgroups that are empty and not in use; called from the sweep. */

@@ -183,6 +183,26 @@ keyring_retired_drop(struct keyring *kr, size_t i)
 }
 
 /*
+ * A session's token (session, name) leaves service at a reload: it, and any
+ * older one of it still in its grace for requests in flight (a refresh just
+ * replaced it), are revoked now. Nobody will use them again.
+ */
+static void
+keyring_retire_now(struct keyring *kr, struct secret_val *v, const struct secret_src *src,
+    const char *session, const char *name)
+{
+	time_t now = time(NULL);
+	size_t i;
+
+	for (i = 0; i < kr->nold; i++) {
+		if (kr->old[i]->revoke_at > now && strcmp(kr->old[i]->session, session) == 0 &&
+		    strcmp(kr->old[i]->name, name) == 0)
+			kr->old[i]->revoke_at = now;
+	}
+	keyring_retire(kr, ghapp_retire(v, src, session, name, now));
+}
+
+/*
  * A github_app key of a session: a token minted for the same settings and
  * repositories is kept across a reload (with its state); any other is retired.
  */
@@ -207,8 +227,7 @@ keyring_fill_app(struct keyring *kr, struct key *nk, struct key *old,
 	nk->val.app = st;
 	if (old != NULL && old->src->type == SECRET_GITHUB_APP) {
 		nk->val.app->wanted = old->val.app != NULL && old->val.app->wanted;
-		keyring_retire(kr, ghapp_retire(&old->val, old->src, old->session, old->name,
-		    time(NULL)));
+		keyring_retire_now(kr, &old->val, old->src, old->session, old->name);
 	}
 }
 
@@ -333,8 +352,8 @@ keyring_load(struct keyring *kr, const struct config *c, char ***warnings, size_
 	for (i = 0; i < kr->nkeys; i++) {
 		/* A session removed, or a source gone: its token is revoked. */
 		if (kr->keys[i].src != NULL && kr->keys[i].src->type == SECRET_GITHUB_APP)
-			keyring_retire(kr, ghapp_retire(&kr->keys[i].val, kr->keys[i].src,
-			    kr->keys[i].session, kr->keys[i].name, time(NULL)));
+			keyring_retire_now(kr, &kr->keys[i].val, kr->keys[i].src,
+			    kr->keys[i].session, kr->keys[i].name);
 		keyring_key_clear(&kr->keys[i]);
 	}
 	free(kr->keys);

@@ -172,9 +172,13 @@ PYEOF
 }
 
 @test "a reload that changes a session's repositories revokes its token; removing a session too" {
-	fpa=$(ghm_fp alice)
 	# bob's token may have expired in the previous test; a call retries the mint.
 	sb_wait_for 30 eval "as $SB_BOB gh api repos/octo/other-repo >/dev/null 2>&1"
+	# The tokens to be revoked: each session's newest, once the fake has it live (an
+	# older, expired one is never revoked, and the newest one's audit record may
+	# still be on its way when the call returns).
+	sb_wait_for 10 eval '[ "$(ghm_fake_state "$(ghm_fp alice)")" = live ] && [ "$(ghm_fake_state "$(ghm_fp bob)")" = live ]'
+	fpa=$(ghm_fp alice)
 	fpb=$(ghm_fp bob)
 	sb_session alice "$SB_ALICE" '["gh"]' '"repos": ["octo/repo", "octo/third"]'
 	rm "$SB_DIR/etc/sessions.d/bob.json"
