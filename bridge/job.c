@@ -358,8 +358,7 @@ job_free(struct job *j)
 	if (j->fd_err >= 0)
 		close(j->fd_err);
 	/* The jail's mounts go now, after the call was answered (spawn.h). */
-	if (j->mntns >= 0)
-		close(j->mntns);
+	spawn_jail_drop(j->mntns);
 	evbuffer_free(j->inbuf);
 	if (j->busy == 0)
 		free(j);

@@ -471,6 +471,51 @@ spawn_jail_server_reaped(pid_t pid)
 }
 
 /*
+ * A finished jail's mount namespace (struct child mntns): handed to the server,
+ * whose last close tears the jail's mounts down off the daemon's thread (see
+ * JAILMSG_DROP); closed here when there is no server of ours or it is gone.
+ */
+void
+spawn_jail_drop(int mntns)
+{
+	unsigned char hdr[JAILMSG_HDR];
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov = { hdr, sizeof hdr };
+	struct msghdr mh;
+	struct cmsghdr *c;
+	ssize_t n;
+
+	if (mntns < 0)
+		return;
+	if (spawn_srv_fd >= 0 && spawn_srv_owner == getpid()) {
+		jailmsg_put_header(hdr, JAILMSG_DROP, 0);
+		memset(&mh, 0, sizeof mh);
+		memset(&cm, 0, sizeof cm);
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof cm.buf;
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &mntns, sizeof mntns);
+		/* Never waits: with the server's queue full, the close below does it all. */
+		do {
+			n = sendmsg(spawn_srv_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		} while (n < 0 && errno == EINTR);
+		if (n >= 0 && n != (ssize_t)sizeof hdr)
+			spawn_jail_server_stop();	/* a torn message: let go of it */
+		else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			spawn_jail_server_stop();	/* gone: the next jail starts another */
+	}
+	close(mntns);
+}
+
+/*
  * Have the server fork an init in the namespaces ns, with ctl as its control
  * socket, in the cgroup of cgroup_fd when > 2. The daemon waits for the pid: no
  * SIGCHLD of that init is reaped before the daemon knows it. A server that is

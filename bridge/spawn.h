@@ -121,6 +121,8 @@ void	 spawn_jail_discard(struct spawn_jail *);
  * was it (the next jail starts a new one).
  */
 int	 spawn_jail_server_start(char **cause);
+/* Let go of a finished jail's mount namespace (struct child mntns; -1: nothing). */
+void	 spawn_jail_drop(int mntns);
 int	 spawn_jail_server_is(pid_t);
 int	 spawn_jail_server_reaped(pid_t);
 /* A fresh private directory under parent, owned by uid:gid, mode 0700. */

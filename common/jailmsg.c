@@ -39,7 +39,7 @@ jailmsg_get_header(const unsigned char *hdr, enum jailmsg_type *type, uint32_t *
 
 	*len = jailmsg_get32(hdr + 4);
 	if (t != JAILMSG_SETUP && t != JAILMSG_READY && t != JAILMSG_RUN && t != JAILMSG_EXEC &&
-	    t != JAILMSG_ERROR && t != JAILMSG_FORK && t != JAILMSG_PID)
+	    t != JAILMSG_ERROR && t != JAILMSG_FORK && t != JAILMSG_PID && t != JAILMSG_DROP)
 		return -1;
 	if (*len > JAILMSG_MAX)
 		return -1;

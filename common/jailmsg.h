@@ -21,6 +21,9 @@
  *                            and whether a session cgroup's fd follows the init's
  *                            control socket on the header (1) or not (0)
  *   PID    server -> daemon  pid: the new init's pid (> 0), or -errno
+ *   DROP   daemon -> server  (empty) a finished jail's mount namespace rides on the
+ *                            header: the server closes it, and so tears the
+ *                            jail's mounts down outside the daemon's thread
  *   ERROR  server -> daemon  message: why the server cannot go on (it exits)
  *
  * The init trusts only the daemon, but parses defensively: every count, length and
@@ -46,6 +49,7 @@ enum jailmsg_type {
 	JAILMSG_ERROR = 'E',
 	JAILMSG_FORK = 'F',
 	JAILMSG_PID = 'P',
+	JAILMSG_DROP = 'D',
 };
 
 /* FORK and PID bodies: two and one 32-bit integers. */

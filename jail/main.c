@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -71,7 +72,8 @@ jailinit_fail(const char *what)
  * daemon let go of us (pool teardown, or it died): exit quietly.
  */
 static unsigned char *
-jailinit_recv(enum jailmsg_type want, uint32_t *len, int *fds, int nfds)
+jailinit_recv2(enum jailmsg_type want, enum jailmsg_type alt, enum jailmsg_type *got_type,
+    uint32_t *len, int *fds, int nfds)
 {
 	unsigned char hdr[JAILMSG_HDR], *body;
 	union {
@@ -130,10 +132,11 @@ jailinit_recv(enum jailmsg_type want, uint32_t *len, int *fds, int nfds)
 		}
 		got += (size_t)r;
 	}
-	if (jailmsg_get_header(hdr, &type, len) != 0 || type != want) {
+	if (jailmsg_get_header(hdr, &type, len) != 0 || (type != want && type != alt)) {
 		errno = EPROTO;
 		jailinit_fail("unexpected message from the daemon");
 	}
+	*got_type = type;
 	if ((body = malloc(*len + 1)) == NULL)
 		jailinit_fail("memory");
 	for (got = 0; got < *len; got += (size_t)r) {
@@ -148,6 +151,15 @@ jailinit_recv(enum jailmsg_type want, uint32_t *len, int *fds, int nfds)
 		}
 	}
 	return body;
+}
+
+/* Read one whole message of type want (see jailinit_recv2). */
+static unsigned char *
+jailinit_recv(enum jailmsg_type want, uint32_t *len, int *fds, int nfds)
+{
+	enum jailmsg_type type;
+
+	return jailinit_recv2(want, want, &type, len, fds, nfds);
 }
 
 /* Set a limit to want, or to the hard limit if that is lower (we can only lower). */
@@ -444,6 +456,29 @@ jailsrv_fork(uint32_t ns, int ctl, int cgroup, char *args, size_t argslen)
 	jailinit();
 }
 
+/*
+ * The mount namespaces of finished jails (DROP), closed when no FORK waits: the
+ * last close unmounts the jail's tree, which takes a lock that any mount or
+ * pivot_root on the host also takes, so it is done here, not in the daemon's
+ * one thread, and after the FORKs, whose answer the daemon waits for.
+ */
+#define JAILSRV_DROPS	64
+static int	jailsrv_drops[JAILSRV_DROPS];
+static int	jailsrv_ndrops;
+
+/* Close the deferred namespaces until a message waits. */
+static void
+jailsrv_drop_idle(void)
+{
+	struct pollfd pfd = { CTL, POLLIN, 0 };
+
+	while (jailsrv_ndrops > 0) {
+		if (poll(&pfd, 1, 0) != 0)
+			return;
+		close(jailsrv_drops[--jailsrv_ndrops]);
+	}
+}
+
 /* The jail server: one FORK at a time, until the daemon closes the socket. */
 static int __attribute__((noreturn))
 jailsrv(char *args, size_t argslen)
@@ -460,11 +495,25 @@ jailsrv(char *args, size_t argslen)
 	for (;;) {
 		unsigned char *body;
 		const char *why = "FORK";
+		enum jailmsg_type type;
 		uint32_t len, ns = 0;
 		int fds[2], cg = 0;
 		pid_t pid;
 
-		body = jailinit_recv(JAILMSG_FORK, &len, fds, 2);
+		jailsrv_drop_idle();
+		body = jailinit_recv2(JAILMSG_FORK, JAILMSG_DROP, &type, &len, fds, 2);
+		if (type == JAILMSG_DROP) {
+			if (len != 0 || fds[0] < 0 || fds[1] >= 0) {
+				errno = EPROTO;
+				jailinit_fail("DROP: one descriptor and no body");
+			}
+			free(body);
+			if (jailsrv_ndrops == JAILSRV_DROPS)
+				close(fds[0]);
+			else
+				jailsrv_drops[jailsrv_ndrops++] = fds[0];
+			continue;
+		}
 		if (jailmsg_fork_decode(body, len, JAILSRV_NS_ALLOWED, JAILSRV_NS_REQUIRED, &ns,
 		    &cg, &why) != 0 || fds[0] < 0 || (fds[1] >= 0) != (cg == 1)) {
 			errno = EPROTO;

@@ -45,7 +45,7 @@ f_config() {
 { $(sb_config_head)
   "limits": $limits,
   "tools": {
-    "sh": {"path": "/bin/sh", "timeout": 120, "rules": [{"allow": ["-c", "**"]}]},
+    "sh": {"path": "/bin/sh", "timeout": 120, "output_limit": 1099511627776, "rules": [{"allow": ["-c", "**"]}]},
     "flood": {"path": "$SB_DIR/tools/flood.sh", "timeout": 30, "output_limit": 1048576,
               "rules": [{"allow": []}, {"allow": ["stderr"]}]},
     "forker": {"path": "$SB_DIR/tools/forker.sh", "timeout": 3, "rules": [{"allow": ["**"]}]},
@@ -191,9 +191,11 @@ io_of() {
 	as_t 60 "$SB_ALICE" sh -c "yes flood; : $m" >/dev/null 2>&1 3>&- &
 	local bg=$!
 	pid_of "$SB_RUNNER" "$m" >/dev/null
+	# The shim first: at the relay's speed a flood passes the default output limit
+	# (256 MiB) within a second ("sh" here has a higher one, 1 TiB).
+	shim=$(pid_of "$SB_ALICE" "$m")
 	yes_pid=$(pid_of "$SB_RUNNER" '^yes flood$')
 	sb_wait_for 5 eval '[ "$(io_of "$yes_pid" wchar)" -gt 10000000 ]'
-	shim=$(pid_of "$SB_ALICE" "$m")
 	kill -KILL "$shim"
 	sb_wait_for 1 sb_no_runner
 	sb_wait_for 2 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
