@@ -408,6 +408,9 @@ pool_is() {
 	srv2=$(pgrep -P "$SB_PID" -x sb-jail-server)
 	[ -n "$srv2" ] && [ "$srv2" != "$srv" ]
 	kill -0 "$SB_PID"
+	# The finished jails' mount namespaces it was handed (DROP) are closed once it is
+	# idle: it holds its socket to the daemon and nothing else.
+	sb_wait_for 5 eval "[ \"\$(ls /proc/$srv2/fd)\" = 0 ]"
 }
 
 @test "pool: every call gets a jail of its own from the pool, and the pool refills" {
