@@ -340,7 +340,8 @@ spawn_jail_send(int ctl, enum jailmsg_type type, const unsigned char *body, size
 }
 
 /*
- * Wait up to 30 s for the init's next message; returns its type, or -1 with
+ * Wait up to 30 s for the next message of an init (or, with pid, of the jail
+ * server: PID is accepted then, *pid its value); returns its type, or -1 with
  * *cause (an ERROR's text, EOF, a timeout).
  */
 static int
@@ -357,14 +358,16 @@ spawn_jail_reply_pid(int ctl, int32_t *pid, char **cause)
 
 	while (got < sizeof hdr + 0) {
 		if (poll(&pfd, 1, 30000) == 0) {
-			xasprintf(cause, "jail: the init did not answer");
+			xasprintf(cause, "jail: the %s did not answer", pid != NULL ?
+			    "jail server" : "init");
 			return -1;
 		}
 		n = read(ctl, hdr + got, sizeof hdr - got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			xasprintf(cause, "jail: the init ended before the tool started");
+			xasprintf(cause, pid != NULL ? "jail: the jail server ended" :
+			    "jail: the init ended before the tool started");
 			return -1;
 		}
 		got += (size_t)n;
@@ -372,12 +375,14 @@ spawn_jail_reply_pid(int ctl, int32_t *pid, char **cause)
 	if (jailmsg_get_header(hdr, &type, &len) != 0 ||
 	    (type != JAILMSG_READY && type != JAILMSG_EXEC && type != JAILMSG_ERROR &&
 	    (type != JAILMSG_PID || pid == NULL)) || len >= sizeof msg) {
-		xasprintf(cause, "jail: a bad message from the init");
+		xasprintf(cause, "jail: a bad message from the %s", pid != NULL ?
+		    "jail server" : "init");
 		return -1;
 	}
 	for (got = 0; got < len; got += (size_t)n) {
 		if (poll(&pfd, 1, 30000) == 0 || (n = read(ctl, msg + got, len - got)) <= 0) {
-			xasprintf(cause, "jail: a short message from the init");
+			xasprintf(cause, "jail: a short message from the %s", pid != NULL ?
+			    "jail server" : "init");
 			return -1;
 		}
 	}

@@ -1,8 +1,8 @@
 /*
- * shimbridge-jail: the init of one per-call jail (docs/JAIL.md). The daemon
- * starts it with clone(2) in fresh PID, mount, IPC, UTS (and network)
- * namespaces and execs it at once, with an empty environment and the control
- * socket as fd 0 (common/jailmsg.h). It builds the jail's filesystem from the
+ * shimbridge-jail: the init of one per-call jail (docs/JAIL.md). The jail
+ * server (below) forks it in fresh PID, mount, IPC, UTS (and network)
+ * namespaces, with an empty environment and the control socket as fd 0
+ * (common/jailmsg.h). It builds the jail's filesystem from the
  * SETUP message, becomes the runner, reports READY, then waits (possibly long:
  * pre-built jails wait in a pool) for one RUN: it starts that one tool as
  * PID 2, reports EXEC once the tool has exec'd, and from then on only reaps and
@@ -15,7 +15,8 @@
  * daemon's FORK (common/jailmsg.h) with CLONE_PARENT, so that each init is the
  * daemon's child as before, and runs the init's code in the child without an
  * exec of its own. The server holds nothing but the descriptors of the request
- * at hand; it exits when the daemon closes its socket.
+ * at hand and the finished jails' mount namespaces it is to close (DROP), which
+ * it closes when idle; it exits when the daemon closes its socket.
  */
 #include <sys/prctl.h>
 #include <sys/resource.h>
