@@ -719,6 +719,9 @@ ghmint_stop(struct event_base *base, struct keyring *kr, int seconds)
 		if (k->src->type == SECRET_GITHUB_APP)
 			keyring_retire(kr, ghapp_retire(&k->val, k->src, k->session, k->name, 0));
 	}
+	/* Tokens a refresh just replaced waited out a grace for requests in flight: no more. */
+	for (i = 0; i < keyring_retired_count(kr); i++)
+		keyring_retired(kr, i)->revoke_at = 0;
 	deadline = evtimer_new(base, ghmint_deadline_cb, &over);
 	if (deadline != NULL)
 		evtimer_add(deadline, &tv);
