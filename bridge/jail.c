@@ -236,9 +236,9 @@ jail_dev(const char *root, const char *path, unsigned major, unsigned minor)
 	return NULL;
 }
 
-/* The system directories, the devices, /proc and /tmp. */
+/* The system directories, the devices, /proc, and /tmp as a link to tmp_link unless NULL. */
 static const char *
-jail_base(const struct jail *j)
+jail_base_at(const char *root, const char *tmp_link)
 {
 	char p[PATH_MAX];
 	struct stat st;
@@ -249,37 +249,64 @@ jail_base(const struct jail *j)
 		if (lstat(jail_system[i], &st) != 0)
 			continue;
 		if (S_ISLNK(st.st_mode))
-			what = jail_symlink(j->root, jail_system[i]);
+			what = jail_symlink(root, jail_system[i]);
 		else if (S_ISDIR(st.st_mode))
-			what = jail_bind_one(j->root, jail_system[i], jail_system[i], 0);
+			what = jail_bind_one(root, jail_system[i], jail_system[i], 0);
 		else
 			continue;
 		if (what != NULL)
 			return what;
 	}
-	if (jail_path(p, sizeof p, j->root, "/dev") != 0 || mkdir(p, 0755) != 0)
+	if (jail_path(p, sizeof p, root, "/dev") != 0 || mkdir(p, 0755) != 0)
 		return "mkdir /dev";
 	for (i = 0; i < sizeof jail_devs / sizeof jail_devs[0]; i++) {
-		if ((what = jail_dev(j->root, jail_devs[i].name, jail_devs[i].major,
+		if ((what = jail_dev(root, jail_devs[i].name, jail_devs[i].major,
 		    jail_devs[i].minor)) != NULL)
 			return what;
 	}
 	for (i = 0; i < sizeof jail_links / sizeof jail_links[0]; i++) {
-		if (jail_path(p, sizeof p, j->root, jail_links[i].path) != 0 ||
+		if (jail_path(p, sizeof p, root, jail_links[i].path) != 0 ||
 		    symlink(jail_links[i].target, p) != 0)
 			return "symlink in /dev";
 	}
-	if (jail_path(p, sizeof p, j->root, "/proc") != 0 || mkdir(p, 0555) != 0)
+	if (jail_path(p, sizeof p, root, "/proc") != 0 || mkdir(p, 0555) != 0)
 		return "mkdir /proc";
+	if (tmp_link == NULL)
+		return NULL;
+	if (jail_path(p, sizeof p, root, "/tmp") != 0 || symlink(tmp_link, p) != 0)
+		return "symlink /tmp";
+	return NULL;
+}
+
+/* The system directories, the devices, /proc and /tmp of a jail built from nothing. */
+static const char *
+jail_base(const struct jail *j)
+{
+	size_t i;
+
 	/* A bind below /tmp (a test's state dir) gets a plain /tmp holding just that. */
 	if (j->tmp == NULL)
-		return NULL;
+		return jail_base_at(j->root, NULL);
 	for (i = 0; i < j->nbinds; i++) {
 		if (j->binds[i].path != NULL && strncmp(j->binds[i].path, "/tmp/", 5) == 0)
-			return NULL;
+			return jail_base_at(j->root, NULL);
 	}
-	if (jail_path(p, sizeof p, j->root, "/tmp") != 0 || symlink(j->tmp, p) != 0)
-		return "symlink /tmp";
+	return jail_base_at(j->root, j->tmp);
+}
+
+/* Pivot into root and detach the host's tree. */
+static const char *
+jail_pivot(const char *root)
+{
+	/* pivot_root(".", "."): the old root ends up on top of the new one; detach it. */
+	if (chdir(root) != 0)
+		return "chdir jail root";
+	if (syscall(SYS_pivot_root, ".", ".") != 0)
+		return "pivot_root";
+	if (umount2(".", MNT_DETACH) != 0)
+		return "detach the host root";
+	if (chdir("/") != 0)
+		return "chdir /";
 	return NULL;
 }
 
@@ -310,15 +337,8 @@ jail_enter(const struct jail *j)
 		    j->binds[i].writable)) != NULL)
 			return what;
 	}
-	/* pivot_root(".", "."): the old root ends up on top of the new one; detach it. */
-	if (chdir(j->root) != 0)
-		return "chdir jail root";
-	if (syscall(SYS_pivot_root, ".", ".") != 0)
-		return "pivot_root";
-	if (umount2(".", MNT_DETACH) != 0)
-		return "detach the host root";
-	if (chdir("/") != 0)
-		return "chdir /";
+	if ((what = jail_pivot(j->root)) != NULL)
+		return what;
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		return "mount /proc";
 	if (mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID, NULL) != 0)
@@ -327,6 +347,128 @@ jail_enter(const struct jail *j)
 		return "sethostname";
 	return NULL;
 }
+
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH	0x00000004
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE		1
+#endif
+#ifndef SYS_open_tree
+#define SYS_open_tree		428	/* the same number on every architecture */
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount		429
+#endif
+
+/*
+ * The path in the template that /tmp links to when the scratch dirs are not
+ * below /tmp: scratch_dir/tmp, which each jail's own tmpfs on scratch_dir makes
+ * a link to its scratch dir (a scratch dir's name is hex, never "tmp").
+ */
+static int
+jail_tmp_link(char *buf, size_t size, const char *scratch_dir)
+{
+	if (strncmp(scratch_dir, "/tmp/", 5) == 0) {
+		buf[0] = '\0';
+		return 0;
+	}
+	if ((size_t)snprintf(buf, size, "%s/tmp", scratch_dir) >= size) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 1;
+}
+
+/* Build the template in a fresh mount namespace of the caller and pivot into it. */
+const char *
+jail_template_build(const char *root, const char *scratch_dir)
+{
+	char p[PATH_MAX], link[PATH_MAX];
+	const char *what;
+	int l;
+
+	umask(022);
+	if ((l = jail_tmp_link(link, sizeof link, scratch_dir)) < 0)
+		return "scratch dir path";
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		return "make mounts private";
+	if (mount("shimbridge-jail", root, "tmpfs", MS_NOSUID,
+	    "mode=0755,size=64k,nr_inodes=4096") != 0)
+		return "mount jail root";
+	if ((what = jail_base_at(root, l == 1 ? link : NULL)) != NULL)
+		return what;
+	if (jail_path(p, sizeof p, root, scratch_dir) != 0 ||
+	    jail_mkdirs(p, strlen(root), 0) != 0)
+		return "scratch dir mount point";
+	if ((what = jail_pivot(root)) != NULL)
+		return what;
+	if (mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID, NULL) != 0)
+		return "make the jail root read-only";
+	return NULL;
+}
+
+/*
+ * In a copy of the template: a tmpfs of this jail's own on the scratch dirs'
+ * parent, holding only the mount point of this call's scratch dir (and the
+ * /tmp link), read-only; the scratch dir (tree: its detached mount) on it,
+ * read-write, nosuid, nodev; a /proc of the jail's PID namespace.
+ */
+const char *
+jail_enter_template(const struct jail *j, int tree)
+{
+	char dir[PATH_MAX], link[PATH_MAX], *name;
+	int l;
+
+	umask(022);
+	if (j->netns_fd >= 0 || j->tmp == NULL || j->tmp[0] != '/' ||
+	    strlen(j->tmp) >= sizeof dir) {
+		errno = EINVAL;
+		return "template jail";
+	}
+	memcpy(dir, j->tmp, strlen(j->tmp) + 1);
+	name = strrchr(dir, '/');
+	if (name == dir || name[1] == '\0' || strcmp(name + 1, "tmp") == 0 ||
+	    strcmp(name + 1, ".") == 0 || strcmp(name + 1, "..") == 0) {
+		errno = EINVAL;
+		return "scratch dir name";
+	}
+	*name++ = '\0';
+	if ((l = jail_tmp_link(link, sizeof link, dir)) < 0)
+		return "scratch dir path";
+	if (chdir("/") != 0)
+		return "chdir /";
+	if (mount("shimbridge-jail", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	    "mode=0755,size=16k,nr_inodes=16") != 0)
+		return "mount the scratch dirs' parent";
+	if (chdir(dir) != 0 || mkdir(name, 0700) != 0)
+		return "scratch dir mount point";
+	if (l == 1 && symlink(name, "tmp") != 0)
+		return "symlink /tmp";
+	if (chdir("/") != 0)
+		return "chdir /";
+	if (mount(NULL, dir, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV |
+	    MS_NOEXEC, NULL) != 0)
+		return "make the scratch dirs' parent read-only";
+	if (syscall(SYS_move_mount, tree, "", AT_FDCWD, j->tmp, MOVE_MOUNT_F_EMPTY_PATH) != 0)
+		return "mount the scratch dir";
+	if (mount(NULL, j->tmp, NULL, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV, NULL) != 0)
+		return "scratch dir remount";
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		return "mount /proc";
+	if (sethostname("shimbridge", 10) != 0)
+		return "sethostname";
+	return NULL;
+}
+
+#ifndef SHIMBRIDGE_JAIL_INIT
+/* A detached copy of the mount at path (a scratch dir), for a template jail; -1 and errno. */
+int
+jail_tree_open(const char *path)
+{
+	return (int)syscall(SYS_open_tree, AT_FDCWD, path, OPEN_TREE_CLONE | O_CLOEXEC);
+}
+#endif
 
 /* Bring loopback up in the calling thread's network namespace. */
 int

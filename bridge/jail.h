@@ -71,6 +71,25 @@ int		jail_clone_flags(const struct jail *);
  */
 const char	*jail_enter(const struct jail *);
 
+/*
+ * The template (docs/JAIL.md): in a fresh mount namespace of the caller (the
+ * jail server's helper, root), build what every jail shares on a tmpfs at root
+ * (system dirs, /dev, /proc's mount point, the path to scratch_dir, /tmp) and
+ * pivot into it, read-only. NULL, or the step that failed (errno is set).
+ */
+const char	*jail_template_build(const char *root, const char *scratch_dir);
+
+/*
+ * In the init of a jail cloned from the template (still root): j->tmp, the
+ * scratch dir, must lie directly in the template's scratch_dir; tree is its
+ * detached mount (jail_tree_open); j has no binds but the scratch dir, and no
+ * network namespace to join. NULL, or the step that failed (errno is set).
+ */
+const char	*jail_enter_template(const struct jail *, int tree);
+
+/* From the daemon: a detached copy of the mount at path (open_tree), or -1 and errno. */
+int		jail_tree_open(const char *path);
+
 /* Bring loopback up in the calling thread's network namespace (0, or -1 and errno). */
 int		jail_lo_up(void);
 

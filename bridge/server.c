@@ -87,7 +87,7 @@ static void
 server_sigchld(evutil_socket_t sig, short what, void *arg)
 {
 	struct server *srv = arg;
-	int status, any = 0;
+	int status, any = 0, k;
 	pid_t pid;
 
 	(void)sig;
@@ -104,10 +104,10 @@ server_sigchld(evutil_socket_t sig, short what, void *arg)
 	 * no children: nothing to look for either.
 	 */
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		if (spawn_jail_server_reaped(pid)) {
-			log_warnx("the jail server (pid %ld) ended (%s): the next jail starts "
-			    "another", (long)pid, WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) :
-			    "exited");
+		if ((k = spawn_jail_server_reaped(pid)) != 0) {
+			log_warnx("the jail %sserver (pid %ld) ended (%s): the next jail starts "
+			    "another", k == 2 ? "template " : "", (long)pid,
+			    WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : "exited");
 			continue;
 		}
 		if (job_reaped(pid, status) == 0 && !zygote_reaped(srv->zygote, pid))
@@ -424,6 +424,16 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 		if (hygiene_mkdir_root(srv.jail_root, 0700, 1, cause) != 0 ||
 		    spawn_jail_find(NULL, cause) != 0 || spawn_jail_server_start(cause) != 0)
 			goto out;
+		{
+			char *why = NULL;
+
+			if (spawn_jail_template(srv.jail_root, srv.scratch_dir, &why) == 0)
+				log_info("jail template built: jails with no bind but their "
+				    "scratch dir are copies of it");
+			else
+				log_warnx("%s: every jail is built from nothing", why);
+			free(why);
+		}
 	} else
 		log_warnx("tools run without the per-call jail (--no-jail): for measurements only");
 	audit_checkpoint_every(cfg->audit_checkpoint_interval);

@@ -22,11 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sodium.h>
 
 #include "jail.h"
+#include "log.h"
 #include "proc.h"
 #include "jailmsg.h"
 #include "platform.h"
@@ -458,21 +460,181 @@ spawn_jail_server_start(char **cause)
 	return 0;
 }
 
-/* Whether pid is the jail server (the orphan scan leaves it alone). */
+/*
+ * The template server: a jail server (same program, comm sb-jail-tmpl) that the
+ * jail server clones as the daemon's child on TMPL and that lives in the
+ * template's mount namespace, so that CLONE_NEWNS copies the template for each
+ * of its inits. Started with the first template jail after it ended; after a
+ * failed start, template jails are built from nothing for a minute.
+ */
+static char	*spawn_tmpl_root, *spawn_tmpl_dir;	/* NULL: no template */
+static pid_t	 spawn_tsrv_pid = -1;
+static int	 spawn_tsrv_fd = -1;
+static pid_t	 spawn_tsrv_owner = -1;
+static time_t	 spawn_tsrv_failed;		/* when a start last failed */
+#define SPAWN_TSRV_RETRY	60		/* seconds */
+
+/* Let go of the template server: it exits on EOF; the reaper collects it. */
+static void
+spawn_tsrv_stop(void)
+{
+	if (spawn_tsrv_fd >= 0)
+		close(spawn_tsrv_fd);
+	spawn_tsrv_fd = -1;
+	spawn_tsrv_pid = -1;
+}
+
+/* Wait up to a second for a child that said it is ending, then kill it; reap it. */
+static void
+spawn_reap_now(pid_t pid)
+{
+	int i, st;
+
+	for (i = 0; i < 100; i++) {
+		if (waitpid(pid, &st, WNOHANG) != 0)
+			return;
+		usleep(10000);
+	}
+	(void)kill(pid, SIGKILL);
+	(void)waitpid(pid, &st, 0);
+}
+
+/*
+ * Have the jail server start a template server and wait until it has built the
+ * template (READY). 0, or -1 and *cause.
+ */
+static int
+spawn_tsrv_start(char **cause)
+{
+	unsigned char *body;
+	size_t len;
+	int sv[2] = { -1, -1 }, t;
+	int32_t pid = 0;
+
+	if (spawn_srv_fd >= 0 && spawn_srv_owner != getpid())
+		spawn_jail_server_stop();
+	if (spawn_srv_fd < 0 && spawn_jail_server_start(cause) != 0)
+		return -1;
+	len = jailmsg_tmpl_encode(NULL, SIZE_MAX, spawn_tmpl_root, spawn_tmpl_dir);
+	body = xmalloc(len);
+	(void)jailmsg_tmpl_encode(body, len, spawn_tmpl_root, spawn_tmpl_dir);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		xasprintf(cause, "jail template: socketpair: %s", strerror(errno));
+		free(body);
+		return -1;
+	}
+	t = spawn_jail_send(spawn_srv_fd, JAILMSG_TMPL, body, len, &sv[1], 1);
+	free(body);
+	close(sv[1]);
+	if (t != 0 || spawn_jail_reply_pid(spawn_srv_fd, &pid, cause) != JAILMSG_PID) {
+		if (t != 0)
+			xasprintf(cause, "jail template: the jail server is gone: %s",
+			    strerror(errno));
+		spawn_jail_server_stop();	/* gone or confused: the next jail starts another */
+		close(sv[0]);
+		return -1;
+	}
+	if (pid < 0) {
+		xasprintf(cause, "jail template: clone: %s", strerror(-pid));
+		close(sv[0]);
+		return -1;
+	}
+	/* The template is built before READY: a failure is its ERROR, and it exits. */
+	if (spawn_jail_reply_pid(sv[0], NULL, cause) != JAILMSG_READY) {
+		close(sv[0]);
+		spawn_reap_now(pid);
+		return -1;
+	}
+	spawn_tsrv_pid = pid;
+	spawn_tsrv_fd = sv[0];
+	spawn_tsrv_owner = getpid();
+	return 0;
+}
+
+/* Set what the template holds and start its server (see spawn.h). */
+int
+spawn_jail_template(const char *root, const char *scratch_dir, char **cause)
+{
+	free(spawn_tmpl_root);
+	free(spawn_tmpl_dir);
+	spawn_tmpl_root = xstrdup(root);
+	spawn_tmpl_dir = xstrdup(scratch_dir);
+	spawn_tsrv_stop();
+	if (spawn_tsrv_start(cause) != 0) {
+		spawn_tsrv_failed = time(NULL);
+		return -1;
+	}
+	spawn_tsrv_failed = 0;
+	return 0;
+}
+
+/*
+ * Whether the jail j is of the template's shape: its one bind is its scratch
+ * dir, read-write, directly in the template's scratch_dir, and it joins no
+ * network namespace (a new one, or the host's).
+ */
+static int
+spawn_tmpl_fits(const struct jail *j)
+{
+	size_t n;
+
+	if (spawn_tmpl_dir == NULL || j->tmp == NULL || j->nbinds != 1 ||
+	    !j->binds[0].writable || strcmp(j->binds[0].path, j->tmp) != 0 ||
+	    (j->netns_fd != JAIL_NET_NEW && j->netns_fd != JAIL_NET_HOST))
+		return 0;
+	n = strlen(spawn_tmpl_dir);
+	return strncmp(j->tmp, spawn_tmpl_dir, n) == 0 && j->tmp[n] == '/' &&
+	    j->tmp[n + 1] != '\0' && strchr(j->tmp + n + 1, '/') == NULL;
+}
+
+/*
+ * The template server to fork a template jail's init, started when there is
+ * none (at most once a minute after a failure): 0, or -1 (build the jail from
+ * nothing; the failure is logged).
+ */
+static int
+spawn_tsrv_ready(void)
+{
+	char *why = NULL;
+
+	if (spawn_tsrv_fd >= 0 && spawn_tsrv_owner != getpid())
+		spawn_tsrv_stop();
+	if (spawn_tsrv_fd >= 0)
+		return 0;
+	if (spawn_tsrv_failed != 0 && time(NULL) - spawn_tsrv_failed < SPAWN_TSRV_RETRY)
+		return -1;
+	if (spawn_tsrv_start(&why) != 0) {
+		log_warnx("%s: jails are built from nothing for a minute", why);
+		free(why);
+		spawn_tsrv_failed = time(NULL);
+		return -1;
+	}
+	spawn_tsrv_failed = 0;
+	return 0;
+}
+
+/* Whether pid is the jail server or the template server (the orphan scan leaves them alone). */
 int
 spawn_jail_server_is(pid_t pid)
 {
-	return pid > 0 && pid == spawn_srv_pid;
+	return pid > 0 && (pid == spawn_srv_pid || pid == spawn_tsrv_pid);
 }
 
-/* The reaper collected pid: 1 if it was the jail server (started again when needed). */
+/* The reaper collected pid: 1 if it was the jail server, 2 the template server. */
 int
 spawn_jail_server_reaped(pid_t pid)
 {
-	if (!spawn_jail_server_is(pid))
+	if (pid <= 0)
 		return 0;
-	spawn_jail_server_stop();
-	return 1;
+	if (pid == spawn_srv_pid) {
+		spawn_jail_server_stop();
+		return 1;
+	}
+	if (pid == spawn_tsrv_pid) {
+		spawn_tsrv_stop();
+		return 2;
+	}
+	return 0;
 }
 
 /*
@@ -493,9 +655,17 @@ spawn_jail_drop(int mntns)
 	struct cmsghdr *c;
 	ssize_t n;
 
+	int tsrv = 0, fd = -1;
+
 	if (mntns < 0)
 		return;
-	if (spawn_srv_fd >= 0 && spawn_srv_owner == getpid()) {
+	if (spawn_srv_fd >= 0 && spawn_srv_owner == getpid())
+		fd = spawn_srv_fd;
+	else if (spawn_tsrv_fd >= 0 && spawn_tsrv_owner == getpid()) {
+		fd = spawn_tsrv_fd;
+		tsrv = 1;
+	}
+	if (fd >= 0) {
 		jailmsg_put_header(hdr, JAILMSG_DROP, 0);
 		memset(&mh, 0, sizeof mh);
 		memset(&cm, 0, sizeof cm);
@@ -510,12 +680,16 @@ spawn_jail_drop(int mntns)
 		memcpy(CMSG_DATA(c), &mntns, sizeof mntns);
 		/* Never waits: with the server's queue full, the close below does it all. */
 		do {
-			n = sendmsg(spawn_srv_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+			n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		} while (n < 0 && errno == EINTR);
-		if (n >= 0 && n != (ssize_t)sizeof hdr)
-			spawn_jail_server_stop();	/* a torn message: let go of it */
-		else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			spawn_jail_server_stop();	/* gone: the next jail starts another */
+		/* A torn message, or gone: let go of it; the next jail starts another. */
+		if ((n >= 0 && n != (ssize_t)sizeof hdr) ||
+		    (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+			if (tsrv)
+				spawn_tsrv_stop();
+			else
+				spawn_jail_server_stop();
+		}
 	}
 	close(mntns);
 }
@@ -534,7 +708,7 @@ spawn_jail_server_fork(int ns, int ctl, int cgroup_fd, char **cause)
 	int32_t pid = 0;
 	char *why = NULL;
 
-	jailmsg_fork_encode(body, (uint32_t)ns, nfds == 2);
+	jailmsg_fork_encode(body, (uint32_t)ns, nfds == 2, 0);
 	/*
 	 * A forked copy of the daemon (tests do this) must not use its parent's
 	 * server: the inits would be its parent's children, not its own.
@@ -566,6 +740,33 @@ spawn_jail_server_fork(int ns, int ctl, int cgroup_fd, char **cause)
 	return (pid_t)pid;
 }
 
+/*
+ * Have the template server fork a template jail's init (as spawn_jail_server_fork).
+ * The pid, or -1 (it is gone or could not: the caller builds the jail from
+ * nothing, with a new control socket).
+ */
+static pid_t
+spawn_tsrv_fork(int ns, int ctl, int cgroup_fd)
+{
+	unsigned char body[JAILMSG_FORK_LEN];
+	int fds[2] = { ctl, cgroup_fd }, nfds = cgroup_fd > 2 ? 2 : 1;
+	int32_t pid = 0;
+	char *why = NULL;
+
+	jailmsg_fork_encode(body, (uint32_t)ns, nfds == 2, 1);
+	if (spawn_jail_send(spawn_tsrv_fd, JAILMSG_FORK, body, sizeof body, fds, nfds) != 0)
+		xasprintf(&why, "the jail template server is gone: %s", strerror(errno));
+	else if (spawn_jail_reply_pid(spawn_tsrv_fd, &pid, &why) == JAILMSG_PID && pid > 0)
+		return (pid_t)pid;
+	else if (why == NULL)
+		xasprintf(&why, "the jail template server: clone: %s", strerror(-pid));
+	log_warnx("%s: this jail is built from nothing", why);
+	free(why);
+	if (pid == 0)
+		spawn_tsrv_stop();	/* gone or confused: the next template jail starts another */
+	return -1;
+}
+
 /* The SETUP message's network mode for a jail, and the fd to send (or -1). */
 static enum jailmsg_net
 spawn_jail_net(const struct jail *j, int *fd)
@@ -592,7 +793,7 @@ spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, int cgroup_fd,
 	struct jailmsg_setup s;
 	unsigned char *body = NULL;
 	size_t len, i;
-	int sv[2] = { -1, -1 }, nsfd;
+	int sv[2] = { -1, -1 }, nsfd, tree = -1;
 	struct jail jn;
 
 	sj->pid = -1;
@@ -641,22 +842,49 @@ spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, int cgroup_fd,
 	}
 	/*
 	 * The jail server forks the init in the jail's namespaces, as our child,
-	 * in its session's cgroup when there are cgroups (bridge/cgroup.h).
+	 * in its session's cgroup when there are cgroups (bridge/cgroup.h). A jail
+	 * of the template's shape is a copy of the template instead: the template
+	 * server forks its init, which mounts only the scratch dir (its detached
+	 * mount rides on the SETUP) and /proc.
 	 */
-	if ((sj->pid = spawn_jail_server_fork(jail_clone_flags(j), sv[1], cgroup_fd, cause)) < 0)
+	if (spawn_tmpl_fits(j) && spawn_tsrv_ready() == 0) {
+		if ((tree = jail_tree_open(j->tmp)) < 0) {
+			log_warnx("jail template: open_tree %s: %s: jails are built from "
+			    "nothing for a minute", j->tmp, strerror(errno));
+			spawn_tsrv_failed = time(NULL);
+		} else if ((sj->pid = spawn_tsrv_fork(jail_clone_flags(j), sv[1], cgroup_fd)) < 0) {
+			close(tree);
+			tree = -1;
+			close(sv[0]);
+			close(sv[1]);
+			if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+				sv[0] = sv[1] = -1;
+				xasprintf(cause, "jail: socketpair: %s", strerror(errno));
+				goto fail;
+			}
+		}
+	}
+	if (tree < 0 &&
+	    (sj->pid = spawn_jail_server_fork(jail_clone_flags(j), sv[1], cgroup_fd, cause)) < 0)
 		goto fail;
 	close(sv[1]);
 	sv[1] = -1;
 	sj->ctl = sv[0];
 	sv[0] = -1;
+	if (tree >= 0)
+		nsfd = tree;
 	if (spawn_jail_send(sj->ctl, JAILMSG_SETUP, body, len, &nsfd, nsfd >= 0 ? 1 : 0) != 0) {
 		xasprintf(cause, "jail: cannot reach the init: %s", strerror(errno));
 		spawn_jail_discard(sj);
 		goto fail;
 	}
+	if (tree >= 0)
+		close(tree);
 	free(body);
 	return 0;
 fail:
+	if (tree >= 0)
+		close(tree);
 	free(body);
 	if (sj->netns >= 0)
 		close(sj->netns);

@@ -117,14 +117,24 @@ void	 spawn_jail_discard(struct spawn_jail *);
 /*
  * The jail server that forks the inits (shimbridge-jail --server, a child of
  * the daemon): start it (the first jail does if this was not called: 0, or -1
- * and *cause); whether pid is it; and, for the reaper, 1 if the pid it reaped
- * was it (the next jail starts a new one).
+ * and *cause); whether pid is it or the template server; and, for the reaper,
+ * 1 if the pid it reaped was the jail server, 2 if the template server (the
+ * next jail that needs it starts a new one), else 0.
  */
 int	 spawn_jail_server_start(char **cause);
 /* Let go of a finished jail's mount namespace (struct child mntns; -1: nothing). */
 void	 spawn_jail_drop(int mntns);
 int	 spawn_jail_server_is(pid_t);
 int	 spawn_jail_server_reaped(pid_t);
+/*
+ * The template (docs/JAIL.md): jails whose only bind is their scratch dir, a
+ * directory of scratch_dir, with no network namespace to join, are copies of a
+ * mount namespace built once on root by the template server (the jail server
+ * starts it). Set what it holds and start it: 0, or -1 and *cause (those jails
+ * are then built from nothing, as every other; a later jail tries again after a
+ * minute).
+ */
+int	 spawn_jail_template(const char *root, const char *scratch_dir, char **cause);
 /* A fresh private directory under parent, owned by uid:gid, mode 0700. */
 char	*spawn_scratch_create(const char *parent, uid_t, gid_t, char **cause);
 /* Remove a tree without following symlinks. */

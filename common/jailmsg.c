@@ -39,7 +39,8 @@ jailmsg_get_header(const unsigned char *hdr, enum jailmsg_type *type, uint32_t *
 
 	*len = jailmsg_get32(hdr + 4);
 	if (t != JAILMSG_SETUP && t != JAILMSG_READY && t != JAILMSG_RUN && t != JAILMSG_EXEC &&
-	    t != JAILMSG_ERROR && t != JAILMSG_FORK && t != JAILMSG_PID && t != JAILMSG_DROP)
+	    t != JAILMSG_ERROR && t != JAILMSG_FORK && t != JAILMSG_PID && t != JAILMSG_DROP &&
+	    t != JAILMSG_TMPL)
 		return -1;
 	if (*len > JAILMSG_MAX)
 		return -1;
@@ -349,16 +350,16 @@ jailmsg_run_free(struct jailmsg_run *m)
 
 /* A FORK body. */
 void
-jailmsg_fork_encode(unsigned char body[JAILMSG_FORK_LEN], uint32_t flags, int cgroup)
+jailmsg_fork_encode(unsigned char body[JAILMSG_FORK_LEN], uint32_t flags, int cgroup, int tmpl)
 {
 	jailmsg_put32(body, flags);
-	jailmsg_put32(body + 4, cgroup ? 1 : 0);
+	jailmsg_put32(body + 4, (cgroup ? JAILMSG_FORK_CGROUP : 0) | (tmpl ? JAILMSG_FORK_TMPL : 0));
 }
 
-/* A FORK body: its exact length, flags within allowed and holding required, cgroup 0 or 1. */
+/* A FORK body: its exact length, flags within allowed and holding required, known options. */
 int
 jailmsg_fork_decode(const unsigned char *p, size_t len, uint32_t allowed, uint32_t required,
-    uint32_t *flags, int *cgroup, const char **why)
+    uint32_t *flags, int *cgroup, int *tmpl, const char **why)
 {
 	uint32_t f, c;
 
@@ -372,12 +373,43 @@ jailmsg_fork_decode(const unsigned char *p, size_t len, uint32_t allowed, uint32
 		*why = "FORK: namespaces not allowed or missing";
 		return -1;
 	}
-	if (c > 1) {
-		*why = "FORK: bad cgroup field";
+	if ((c & ~(uint32_t)(JAILMSG_FORK_CGROUP | JAILMSG_FORK_TMPL)) != 0) {
+		*why = "FORK: unknown options";
 		return -1;
 	}
 	*flags = f;
-	*cgroup = (int)c;
+	*cgroup = (c & JAILMSG_FORK_CGROUP) != 0;
+	*tmpl = (c & JAILMSG_FORK_TMPL) != 0;
+	return 0;
+}
+
+/* Write (or with p NULL, measure) a TMPL body. */
+size_t
+jailmsg_tmpl_encode(unsigned char *p, size_t size, const char *root, const char *scratch_dir)
+{
+	struct jailmsg_w w = { p, size, 0, 0 };
+
+	jailmsg_w_str(&w, root);
+	jailmsg_w_str(&w, scratch_dir);
+	return w.over ? 0 : w.len;
+}
+
+/* A TMPL body: two absolute paths without "..", the second not "/", nothing else. */
+int
+jailmsg_tmpl_decode(const unsigned char *p, size_t len, const char **root,
+    const char **scratch_dir, const char **why)
+{
+	struct jailmsg_r r = { p, len, 0 };
+
+	if ((*root = jailmsg_r_path(&r)) == NULL ||
+	    (*scratch_dir = jailmsg_r_path(&r)) == NULL || strcmp(*scratch_dir, "/") == 0) {
+		*why = "TMPL: bad path";
+		return -1;
+	}
+	if (r.off != r.len) {
+		*why = "TMPL: trailing bytes";
+		return -1;
+	}
 	return 0;
 }
 

@@ -17,14 +17,23 @@
  * Between the daemon and its jail server (shimbridge-jail --server, which forks
  * every jail's init, see docs/JAIL.md), over another socketpair:
  *
- *   FORK   daemon -> server  flags cgroup | the namespaces to make (CLONE_NEW*),
- *                            and whether a session cgroup's fd follows the init's
- *                            control socket on the header (1) or not (0)
+ *   FORK   daemon -> server  flags options | the namespaces to make (CLONE_NEW*);
+ *                            options: JAILMSG_FORK_CGROUP, a session cgroup's fd
+ *                            follows the init's control socket on the header;
+ *                            JAILMSG_FORK_TMPL, the init starts in a copy of the
+ *                            template (below) and its SETUP brings the scratch dir
+ *                            as a detached mount (open_tree) instead of binds
+ *   TMPL   daemon -> server  root scratch_dir | build the template: a mount
+ *                            namespace holding the filesystem every jail shares
+ *                            (system dirs, /dev, the path to scratch_dir), once
+ *   READY  server -> daemon  (empty) the template is built
  *   PID    server -> daemon  pid: the new init's pid (> 0), or -errno
  *   DROP   daemon -> server  (empty) a finished jail's mount namespace rides on the
  *                            header: the server closes it, and so tears the
  *                            jail's mounts down outside the daemon's thread
- *   ERROR  server -> daemon  message: why the server cannot go on (it exits)
+ *   ERROR  server -> daemon  message: why the template could not be built (the
+ *                            server goes on without one), or why the server
+ *                            cannot go on (it exits)
  *
  * The init trusts only the daemon, but parses defensively: every count, length and
  * terminator is checked, and a bad message makes it exit (the call fails).
@@ -50,7 +59,12 @@ enum jailmsg_type {
 	JAILMSG_FORK = 'F',
 	JAILMSG_PID = 'P',
 	JAILMSG_DROP = 'D',
+	JAILMSG_TMPL = 'T',
 };
+
+/* FORK options (its second integer). */
+#define JAILMSG_FORK_CGROUP	1u
+#define JAILMSG_FORK_TMPL	2u
 
 /* FORK and PID bodies: two and one 32-bit integers. */
 #define JAILMSG_FORK_LEN	8
@@ -117,11 +131,17 @@ void	jailmsg_run_free(struct jailmsg_run *);
 /*
  * FORK: flags are the CLONE_NEW* bits of the jail; the server accepts only
  * allowed (a mask of those it may make) and needs every bit of required.
- * PID: a pid, or -errno. The decoders return 0, or -1 with *why.
+ * PID: a pid, or -errno. TMPL: the jails' root mount point and the scratch
+ * directories' parent (strings point into the body). The decoders return 0, or
+ * -1 with *why; jailmsg_tmpl_encode the body length, 0 if it does not fit.
  */
-void	jailmsg_fork_encode(unsigned char body[JAILMSG_FORK_LEN], uint32_t flags, int cgroup);
+void	jailmsg_fork_encode(unsigned char body[JAILMSG_FORK_LEN], uint32_t flags, int cgroup,
+	    int tmpl);
 int	jailmsg_fork_decode(const unsigned char *, size_t, uint32_t allowed, uint32_t required,
-	    uint32_t *flags, int *cgroup, const char **why);
+	    uint32_t *flags, int *cgroup, int *tmpl, const char **why);
+size_t	jailmsg_tmpl_encode(unsigned char *, size_t, const char *root, const char *scratch_dir);
+int	jailmsg_tmpl_decode(const unsigned char *, size_t, const char **root,
+	    const char **scratch_dir, const char **why);
 void	jailmsg_pid_encode(unsigned char body[JAILMSG_PID_LEN], int32_t pid);
 int	jailmsg_pid_decode(const unsigned char *, size_t, int32_t *pid, const char **why);
 

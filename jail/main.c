@@ -73,8 +73,8 @@ jailinit_fail(const char *what)
  * daemon let go of us (pool teardown, or it died): exit quietly.
  */
 static unsigned char *
-jailinit_recv2(enum jailmsg_type want, enum jailmsg_type alt, enum jailmsg_type *got_type,
-    uint32_t *len, int *fds, int nfds)
+jailinit_recv3(enum jailmsg_type want, enum jailmsg_type alt, enum jailmsg_type alt2,
+    enum jailmsg_type *got_type, uint32_t *len, int *fds, int nfds)
 {
 	unsigned char hdr[JAILMSG_HDR], *body;
 	union {
@@ -133,7 +133,8 @@ jailinit_recv2(enum jailmsg_type want, enum jailmsg_type alt, enum jailmsg_type 
 		}
 		got += (size_t)r;
 	}
-	if (jailmsg_get_header(hdr, &type, len) != 0 || (type != want && type != alt)) {
+	if (jailmsg_get_header(hdr, &type, len) != 0 ||
+	    (type != want && type != alt && type != alt2)) {
 		errno = EPROTO;
 		jailinit_fail("unexpected message from the daemon");
 	}
@@ -154,13 +155,13 @@ jailinit_recv2(enum jailmsg_type want, enum jailmsg_type alt, enum jailmsg_type 
 	return body;
 }
 
-/* Read one whole message of type want (see jailinit_recv2). */
+/* Read one whole message of type want (see jailinit_recv3). */
 static unsigned char *
 jailinit_recv(enum jailmsg_type want, uint32_t *len, int *fds, int nfds)
 {
 	enum jailmsg_type type;
 
-	return jailinit_recv2(want, want, &type, len, fds, nfds);
+	return jailinit_recv3(want, want, want, &type, len, fds, nfds);
 }
 
 /* Set a limit to want, or to the hard limit if that is lower (we can only lower). */
@@ -244,9 +245,13 @@ jailinit_tool(const struct jailmsg_run *m, const int *fds, int status)
 	jailinit_tool_fail(status, m->path);
 }
 
-/* Build the jail from a SETUP, then become the runner. */
+/*
+ * Build the jail from a SETUP, then become the runner. tmpl: the server cloned
+ * us from its template, so the filesystem is there but for the call's scratch
+ * dir, whose detached mount comes with the SETUP (its one bind).
+ */
 static void
-jailinit_setup(void)
+jailinit_setup(int tmpl)
 {
 	struct jailmsg_setup s;
 	struct jail_bind binds[JAILMSG_BINDS_MAX];
@@ -262,13 +267,19 @@ jailinit_setup(void)
 		errno = EPROTO;
 		jailinit_fail(why);
 	}
-	if ((s.net == JAILMSG_NET_JOIN) != (nsfd >= 0)) {
+	if (tmpl && (s.net == JAILMSG_NET_JOIN || s.net == JAILMSG_NET_NEW_LO || nsfd < 0 ||
+	    s.scratch[0] == '\0' || s.nbinds != 1 || !s.binds[0].writable ||
+	    strcmp(s.binds[0].path, s.scratch) != 0)) {
+		errno = EPROTO;
+		jailinit_fail("a template jail's SETUP");
+	}
+	if (!tmpl && (s.net == JAILMSG_NET_JOIN) != (nsfd >= 0)) {
 		errno = EPROTO;
 		jailinit_fail("network namespace descriptor");
 	}
 	memset(&j, 0, sizeof j);
 	j.root = s.root;
-	j.netns_fd = s.net == JAILMSG_NET_JOIN ? nsfd : JAIL_NET_HOST;
+	j.netns_fd = s.net == JAILMSG_NET_JOIN ? nsfd : JAIL_NET_HOST;	/* tmpl: the tree */
 	j.tmp = s.scratch[0] != '\0' ? s.scratch : NULL;
 	for (i = 0; i < s.nbinds; i++) {
 		binds[i].path = s.binds[i].path;
@@ -278,7 +289,7 @@ jailinit_setup(void)
 	j.nbinds = s.nbinds;
 	if (s.net == JAILMSG_NET_NEW_LO && jail_lo_up() != 0)
 		jailinit_fail("bring loopback up");
-	if ((what = jail_enter(&j)) != NULL)
+	if ((what = tmpl ? jail_enter_template(&j, nsfd) : jail_enter(&j)) != NULL)
 		jailinit_fail(what);
 	if (nsfd >= 0)
 		close(nsfd);
@@ -347,9 +358,9 @@ jailinit_run(void)
 	return tool;
 }
 
-/* PID 1 of the jail, with its control socket as fd 0. */
+/* PID 1 of the jail, with its control socket as fd 0; tmpl: see jailinit_setup. */
 static int __attribute__((noreturn))
-jailinit(void)
+jailinit(int tmpl)
 {
 	sigset_t set;
 	pid_t tool, p;
@@ -373,7 +384,7 @@ jailinit(void)
 	 */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
 		jailinit_fail("parent-death signal");
-	jailinit_setup();
+	jailinit_setup(tmpl);
 	jailinit_send(JAILMSG_READY, NULL);
 	tool = jailinit_run();
 	hygiene_closefrom(0);
@@ -427,7 +438,7 @@ jailsrv_reply(int32_t v)
  * args, argslen: the server's arguments after argv[0], NUL included.
  */
 static pid_t
-jailsrv_fork(uint32_t ns, int ctl, int cgroup, char *args, size_t argslen)
+jailsrv_fork(uint32_t ns, int ctl, int cgroup, int tmpl, char *args, size_t argslen)
 {
 	struct jailsrv_clone_args ca;
 	pid_t pid;
@@ -454,7 +465,7 @@ jailsrv_fork(uint32_t ns, int ctl, int cgroup, char *args, size_t argslen)
 	 */
 	(void)prctl(PR_SET_NAME, "shimbridge-jail", 0, 0, 0);
 	memset(args, ' ', argslen);
-	jailinit();
+	jailinit(tmpl);
 }
 
 /*
@@ -480,6 +491,49 @@ jailsrv_drop_idle(void)
 	}
 }
 
+/*
+ * Whether this server lives in the template: a mount namespace that holds what
+ * every jail shares (jail_template_build), from which CLONE_NEWNS copies each
+ * jail's filesystem; its inits only mount the call's scratch dir and /proc.
+ */
+static int	jailsrv_in_tmpl;
+
+static int __attribute__((noreturn)) jailsrv(char *, size_t);
+
+/*
+ * TMPL: start the template server, the daemon's child like the inits
+ * (CLONE_PARENT), with sock as its control socket: it unshares its mount
+ * namespace, builds the template in it, says READY (or ERROR, and exits) on
+ * sock, and serves FORKs of template jails. Its pid, or -1 and errno.
+ */
+static pid_t
+jailsrv_template(const char *root, const char *sdir, int sock, char *args, size_t argslen)
+{
+	struct jailsrv_clone_args ca;
+	const char *what;
+	pid_t pid;
+
+	memset(&ca, 0, sizeof ca);
+	ca.flags = CLONE_PARENT;
+	if ((pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca)) != 0)
+		return pid;
+	if (dup2(sock, CTL) != CTL)
+		_exit(127);
+	hygiene_closefrom(CTL + 1);
+	jailsrv_ndrops = 0;	/* the server's, closed above */
+	jailsrv_in_tmpl = 1;
+	if (unshare(CLONE_NEWNS) != 0)
+		jailinit_fail("template: unshare");
+	if ((what = jail_template_build(root, sdir)) != NULL) {
+		char msg[300];
+
+		snprintf(msg, sizeof msg, "template: %s", what);
+		jailinit_fail(msg);
+	}
+	jailinit_send(JAILMSG_READY, NULL);
+	jailsrv(args, argslen);
+}
+
 /* The jail server: one FORK at a time, until the daemon closes the socket. */
 static int __attribute__((noreturn))
 jailsrv(char *args, size_t argslen)
@@ -489,7 +543,7 @@ jailsrv(char *args, size_t argslen)
 	hygiene_signals_default();
 	sigemptyset(&set);
 	sigprocmask(SIG_SETMASK, &set, NULL);
-	if (prctl(PR_SET_NAME, "sb-jail-server", 0, 0, 0) != 0 ||
+	if (prctl(PR_SET_NAME, jailsrv_in_tmpl ? "sb-jail-tmpl" : "sb-jail-server", 0, 0, 0) != 0 ||
 	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0 ||
 	    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
 		jailinit_fail("prctl");
@@ -498,11 +552,26 @@ jailsrv(char *args, size_t argslen)
 		const char *why = "FORK";
 		enum jailmsg_type type;
 		uint32_t len, ns = 0;
-		int fds[2], cg = 0;
+		int fds[2], cg = 0, tm = 0;
 		pid_t pid;
 
 		jailsrv_drop_idle();
-		body = jailinit_recv2(JAILMSG_FORK, JAILMSG_DROP, &type, &len, fds, 2);
+		body = jailinit_recv3(JAILMSG_FORK, JAILMSG_DROP, JAILMSG_TMPL, &type, &len, fds, 2);
+		if (type == JAILMSG_TMPL) {
+			const char *root, *sdir;
+
+			if (jailsrv_in_tmpl || fds[0] < 0 || fds[1] >= 0 ||
+			    jailmsg_tmpl_decode(body, len, &root, &sdir, &why) != 0) {
+				errno = EPROTO;
+				jailinit_fail(jailsrv_in_tmpl ? "TMPL to the template server" :
+				    fds[0] < 0 || fds[1] >= 0 ? "TMPL: one descriptor" : why);
+			}
+			pid = jailsrv_template(root, sdir, fds[0], args, argslen);
+			jailsrv_reply(pid > 0 ? (int32_t)pid : -(int32_t)errno);
+			close(fds[0]);
+			free(body);
+			continue;
+		}
 		if (type == JAILMSG_DROP) {
 			if (len != 0 || fds[0] < 0 || fds[1] >= 0) {
 				errno = EPROTO;
@@ -516,13 +585,20 @@ jailsrv(char *args, size_t argslen)
 			continue;
 		}
 		if (jailmsg_fork_decode(body, len, JAILSRV_NS_ALLOWED, JAILSRV_NS_REQUIRED, &ns,
-		    &cg, &why) != 0 || fds[0] < 0 || (fds[1] >= 0) != (cg == 1)) {
+		    &cg, &tm, &why) != 0 || fds[0] < 0 || (fds[1] >= 0) != (cg == 1)) {
 			errno = EPROTO;
 			jailinit_fail(fds[0] < 0 ? "FORK without a control socket" :
 			    (fds[1] >= 0) != (cg == 1) ? "FORK: cgroup descriptor" : why);
 		}
 		free(body);
-		pid = jailsrv_fork(ns, fds[0], fds[1], args, argslen);
+		if (tm != jailsrv_in_tmpl) {	/* a template jail from this server, or the reverse */
+			jailsrv_reply(-EINVAL);
+			close(fds[0]);
+			if (fds[1] >= 0)
+				close(fds[1]);
+			continue;
+		}
+		pid = jailsrv_fork(ns, fds[0], fds[1], tm, args, argslen);
 		jailsrv_reply(pid > 0 ? (int32_t)pid : -(int32_t)errno);
 		close(fds[0]);
 		if (fds[1] >= 0)
@@ -535,5 +611,5 @@ main(int argc, char **argv)
 {
 	if (argc == 2 && strcmp(argv[1], "--server") == 0)
 		jailsrv(argv[1], strlen(argv[1]) + 1);	/* what follows argv[0] */
-	jailinit();
+	jailinit(0);
 }

@@ -2,7 +2,7 @@
  * libFuzzer target for the jail init's side of the control protocol
  * (common/jailmsg.c): the init (shimbridge-jail) parses what the daemon sends it
  * while it is root (SETUP) and then as the runner (RUN), and the jail server's
- * FORK (root) with the daemon's reading of its answer (PID). Byte 0 picks the
+ * FORK and TMPL (root) with the daemon's reading of its answer (PID). Byte 0 picks the
  * decoder; the rest is a message body. Checked: a decoded message holds only
  * absolute paths without "..", bounded counts, a non-root runner, environment
  * entries of the NAME=value form, and re-encodes to the same bytes (the
@@ -42,14 +42,25 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size >= 1 + JAILMSG_HDR)
 		(void)jailmsg_get_header(data + 1, &type, &len);
 	if ((data[0] & 6) == 6) {
-		/* The jail server's FORK, and the daemon's reading of its PID. */
+		/* The jail server's FORK and TMPL, and the daemon's reading of its PID. */
+		const char *root, *sdir;
+		unsigned char tb[2 * 4096];
 		uint32_t f;
-		int cg;
+		int cg, tm;
 		int32_t pid;
 
-		if (jailmsg_fork_decode(data + 1, size - 1, 0x1f, 0x0f, &f, &cg, &why) == 0 &&
-		    ((f & ~0x1fu) != 0 || (f & 0x0f) != 0x0f || (cg != 0 && cg != 1)))
+		if (jailmsg_fork_decode(data + 1, size - 1, 0x1f, 0x0f, &f, &cg, &tm, &why) == 0 &&
+		    ((f & ~0x1fu) != 0 || (f & 0x0f) != 0x0f || (cg != 0 && cg != 1) ||
+		    (tm != 0 && tm != 1)))
 			abort();
+		if (jailmsg_tmpl_decode(data + 1, size - 1, &root, &sdir, &why) == 0) {
+			check_path(root);
+			check_path(sdir);
+			if (strcmp(sdir, "/") == 0 || size - 1 > sizeof tb ||
+			    jailmsg_tmpl_encode(tb, sizeof tb, root, sdir) != size - 1 ||
+			    memcmp(tb, data + 1, size - 1) != 0)
+				abort();
+		}
 		if (jailmsg_pid_decode(data + 1, size - 1, &pid, &why) == 0 &&
 		    (pid == 0 || pid < -4095))
 			abort();

@@ -195,6 +195,7 @@ $RUN_B" ]
 		cat $st/mirrors/bob/github.com/octo/HEAD $HOSTFILE $SB_DIR/etc/tok 2>/dev/null;
 		touch /usr/x /etc/x /x 2>/dev/null && echo writable;
 		echo data >\$HOME/f && cat \$HOME/f; echo t >/tmp/probe 2>/dev/null && echo tmp-writable;
+		awk '\$5 == \"$st/run\" { for (i = 7; i < NF; i++) if (\$i == \"-\") print \"run:\" \$(i + 1) }' /proc/self/mountinfo;
 		echo end"
 	[ "$status" -eq 0 ]
 	no_secret "$output$stderr" "alice's view of the filesystem"
@@ -228,7 +229,10 @@ usr
 run
 3
 --"* ]]
+	# A copy of the template: run/ is a tmpfs of this jail's own, holding only the
+	# mount point of its scratch dir.
 	[[ $output == *"data
+run:tmpfs
 end" ]]
 	# Sanity: the host has all of these.
 	[ -e "$st/mirrors/bob/github.com/octo/HEAD" ] && [ -e /home ] && [ -e "$HOSTFILE" ]
@@ -381,32 +385,46 @@ pool_is() {
 	done
 }
 
-@test "jail server: one root process forks every init as the daemon's child; killed, the next jail starts another" {
-	local srv srv2 p
+@test "jail servers: one root process forks every init as the daemon's child, another forks the template's; killed, the next jails start new ones" {
+	local srv srv2 tsrv tsrv2 p
 	run --separate-stderr as_t 30 "$SB_ALICE" sh -c 'echo warm-up'
 	[ "$status" -eq 0 ]
+	grep -q "jail template built" "$SB_DIR/log/daemon.log"
 	srv=$(pgrep -P "$SB_PID" -x sb-jail-server)
 	[ -n "$srv" ] && [ "$(wc -w <<<"$srv")" -eq 1 ]
+	tsrv=$(pgrep -P "$SB_PID" -x sb-jail-tmpl)
+	[ -n "$tsrv" ] && [ "$(wc -w <<<"$tsrv")" -eq 1 ]
 	# The jail program itself, as root, with its own command line and no environment.
-	[ "$(stat -c %u "/proc/$srv")" -eq 0 ]
-	[ "$(readlink "/proc/$srv/exe")" = "$(readlink -f "$SB_BUILD/shimbridge-jail")" ]
-	[ "$(tr '\0' ' ' <"/proc/$srv/cmdline")" = "shimbridge-jail --server " ]
-	[ "$(wc -c <"/proc/$srv/environ")" -eq 0 ]
-	# The inits it forked are the daemon's children (CLONE_PARENT), not its own.
+	for p in "$srv" "$tsrv"; do
+		[ "$(stat -c %u "/proc/$p")" -eq 0 ]
+		[ "$(readlink "/proc/$p/exe")" = "$(readlink -f "$SB_BUILD/shimbridge-jail")" ]
+		[ "$(tr '\0' ' ' <"/proc/$p/cmdline")" = "shimbridge-jail --server " ]
+		[ "$(wc -c <"/proc/$p/environ")" -eq 0 ]
+	done
+	# The template server lives in a mount namespace of its own: the template.
+	[ "$(readlink "/proc/$tsrv/ns/mnt")" != "$(readlink "/proc/$SB_PID/ns/mnt")" ]
+	[ "$(readlink "/proc/$srv/ns/mnt")" = "$(readlink "/proc/$SB_PID/ns/mnt")" ]
+	# The inits they forked are the daemon's children (CLONE_PARENT), not theirs.
 	sb_wait_for 5 eval "[ \$(sb_pool_pids $RUN_A | wc -l) -ge 2 ]"
-	[ -z "$(pgrep -P "$srv")" ]
+	[ -z "$(pgrep -P "$srv")" ] && [ -z "$(pgrep -P "$tsrv")" ]
 	for p in $(sb_pool_pids "$RUN_A"); do
 		[ "$(ps -o ppid= -p "$p" | tr -d ' ')" = "$SB_PID" ]
 	done
-	# Killed: the daemon says so, and the calls go on with a new one.
+	# Killed: the daemon says so, and the calls go on with new ones (the next
+	# template jail asks the jail server for a template server).
 	kill -KILL "$srv"
 	sb_wait_for 5 grep -q "the jail server (pid $srv) ended" "$SB_DIR/log/daemon.log"
+	kill -KILL "$tsrv"
+	sb_wait_for 5 grep -q "the jail template server (pid $tsrv) ended" "$SB_DIR/log/daemon.log"
 	for p in 1 2 3; do
 		run --separate-stderr as_t 30 "$SB_ALICE" sh -c "echo call-$p"
 		[ "$status" -eq 0 ] && [ "$output" = "call-$p" ]
 	done
+	sb_wait_for 5 eval "pgrep -P $SB_PID -x sb-jail-tmpl >/dev/null"
 	srv2=$(pgrep -P "$SB_PID" -x sb-jail-server)
 	[ -n "$srv2" ] && [ "$srv2" != "$srv" ]
+	tsrv2=$(pgrep -P "$SB_PID" -x sb-jail-tmpl)
+	[ -n "$tsrv2" ] && [ "$tsrv2" != "$tsrv" ]
 	kill -0 "$SB_PID"
 	# The finished jails' mount namespaces it was handed (DROP) are closed once it is
 	# idle: it holds its socket to the daemon and nothing else.

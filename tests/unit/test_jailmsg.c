@@ -230,28 +230,38 @@ test_fork_pid(void **state)
 	unsigned char b[JAILMSG_FORK_LEN], p[JAILMSG_PID_LEN];
 	const char *why = NULL;
 	uint32_t f = 0;
-	int cg = -1;
+	int cg = -1, tm = -1;
 	int32_t pid = 0;
 
 	(void)state;
-	jailmsg_fork_encode(b, 0x0f, 1);
-	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &why), 0);
+	jailmsg_fork_encode(b, 0x0f, 1, 0);
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &tm, &why), 0);
 	assert_int_equal(f, 0x0f);
 	assert_int_equal(cg, 1);
-	jailmsg_fork_encode(b, 0x1f, 0);
-	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &why), 0);
+	assert_int_equal(tm, 0);
+	jailmsg_fork_encode(b, 0x1f, 0, 1);
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &tm, &why), 0);
 	assert_int_equal(f, 0x1f);
 	assert_int_equal(cg, 0);
+	assert_int_equal(tm, 1);
+	jailmsg_fork_encode(b, 0x0f, 1, 1);
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &tm, &why), 0);
+	assert_int_equal(cg, 1);
+	assert_int_equal(tm, 1);
 	/* A namespace the server may not make, one it must make missing, a bad length. */
-	jailmsg_fork_encode(b, 0x2f, 0);
-	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &why), -1);
+	jailmsg_fork_encode(b, 0x2f, 0, 0);
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &tm, &why), -1);
 	assert_non_null(why);
-	jailmsg_fork_encode(b, 0x07, 0);
-	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &why), -1);
-	assert_int_equal(jailmsg_fork_decode(b, sizeof b - 1, 0x1f, 0x0f, &f, &cg, &why), -1);
-	jailmsg_fork_encode(b, 0x0f, 0);
-	b[4] = 2;
-	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &why), -1);
+	jailmsg_fork_encode(b, 0x07, 0, 0);
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &tm, &why), -1);
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b - 1, 0x1f, 0x0f, &f, &cg, &tm, &why), -1);
+	/* An option this version does not know. */
+	jailmsg_fork_encode(b, 0x0f, 0, 0);
+	b[4] = 4;
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &tm, &why), -1);
+	b[4] = 0;
+	b[7] = 0x80;
+	assert_int_equal(jailmsg_fork_decode(b, sizeof b, 0x1f, 0x0f, &f, &cg, &tm, &why), -1);
 
 	jailmsg_pid_encode(p, 4242);
 	assert_int_equal(jailmsg_pid_decode(p, sizeof p, &pid, &why), 0);
@@ -266,6 +276,35 @@ test_fork_pid(void **state)
 	assert_int_equal(jailmsg_pid_decode(p, 3, &pid, &why), -1);
 }
 
+/* TMPL: two absolute paths without "..", the scratch parent not "/", nothing more. */
+static void
+test_tmpl(void **state)
+{
+	unsigned char b[256];
+	const char *root = NULL, *sdir = NULL, *why = NULL;
+	size_t n;
+
+	(void)state;
+	n = jailmsg_tmpl_encode(b, sizeof b, "/var/lib/sb/jail", "/var/lib/sb/run");
+	assert_int_equal(n, sizeof "/var/lib/sb/jail" + sizeof "/var/lib/sb/run");
+	assert_int_equal(jailmsg_tmpl_decode(b, n, &root, &sdir, &why), 0);
+	assert_string_equal(root, "/var/lib/sb/jail");
+	assert_string_equal(sdir, "/var/lib/sb/run");
+	/* Trailing bytes, a missing NUL, a relative path, "..", "/" as the parent. */
+	assert_int_equal(jailmsg_tmpl_decode(b, n - 1, &root, &sdir, &why), -1);
+	b[n] = 'x';
+	assert_int_equal(jailmsg_tmpl_decode(b, n + 1, &root, &sdir, &why), -1);
+	n = jailmsg_tmpl_encode(b, sizeof b, "/j", "run");
+	assert_int_equal(jailmsg_tmpl_decode(b, n, &root, &sdir, &why), -1);
+	n = jailmsg_tmpl_encode(b, sizeof b, "/j", "/var/../etc");
+	assert_int_equal(jailmsg_tmpl_decode(b, n, &root, &sdir, &why), -1);
+	n = jailmsg_tmpl_encode(b, sizeof b, "/j", "/");
+	assert_int_equal(jailmsg_tmpl_decode(b, n, &root, &sdir, &why), -1);
+	assert_non_null(why);
+	/* Too small a buffer. */
+	assert_int_equal(jailmsg_tmpl_encode(b, 4, "/j", "/run"), 0);
+}
+
 int
 main(void)
 {
@@ -276,6 +315,7 @@ main(void)
 		cmocka_unit_test(test_run_roundtrip),
 		cmocka_unit_test(test_run_refusals),
 		cmocka_unit_test(test_fork_pid),
+		cmocka_unit_test(test_tmpl),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
