@@ -376,6 +376,76 @@ test_jail_view(void **state)
 	jt_teardown(&t);
 }
 
+/*
+ * The template (docs/JAIL.md): a jail whose one bind is its scratch dir, in the
+ * template's scratch_dir, is a copy of it, and sees what a jail built from
+ * nothing sees; run/ is a tmpfs of its own there. A template that cannot be
+ * built says which step failed, and such jails are built from nothing instead.
+ */
+static void
+test_jail_template(void **state)
+{
+	struct jt t;
+	struct jail_bind b[1];
+	struct jail j = { NULL, JAIL_NET_NEW, b, 1, NULL, NULL };
+	char base[64], run[96], scratch[128], script[2048], out[2048], *cause = NULL;
+	char *argv[] = { "sh", "-c", script, NULL };
+	int st, round;
+
+	(void)state;
+	jt_setup(&t);
+	strcpy(base, "/var/tmp/sbjtpl.XXXXXX");
+	assert_non_null(mkdtemp(base));
+	snprintf(run, sizeof run, "%s/run", base);
+	snprintf(scratch, sizeof scratch, "%s/0123abcd", run);
+	assert_int_equal(mkdir(run, 0711), 0);
+	assert_int_equal(mkdir(scratch, 0700), 0);
+	assert_int_equal(chown(scratch, 1, 1), 0);
+	j.root = t.root;
+	j.tmp = scratch;
+	b[0].path = scratch;
+	b[0].writable = 1;
+	snprintf(script, sizeof script,
+	    "id -u; echo pid=$$; ls /; ls -a %s | wc -l; "
+	    "for p in /home /root %s %s %s/sbjroot; do test -e $p && echo visible:$p; done; "
+	    "touch /x /usr/x %s/x 2>/dev/null && echo writable; "
+	    "echo data >%s/f && echo t >/tmp/g && test -e %s/g && echo tmp-is-scratch; "
+	    "awk '$5 == \"%s\" { print \"run-mount\" }' /proc/self/mountinfo; "
+	    "cat /proc/sys/kernel/hostname",
+	    run, t.secret, t.file, base, run, scratch, scratch, run);
+	for (round = 0; round < 2; round++) {
+		if (round == 0)
+			assert_int_equal(spawn_jail_template(t.root, run, &cause), 0);
+		else {
+			/* No such mount point: the template server says so and ends. */
+			assert_int_equal(spawn_jail_template("/nonexistent/sbjroot", run, &cause), -1);
+			assert_non_null(strstr(cause, "template: mount jail root"));
+			free(cause);
+			cause = NULL;
+		}
+		st = jt_run("/bin/sh", argv, &j, out, sizeof out);
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		assert_non_null(strstr(out, "1\npid=2\nbin\ndev\netc\nlib\n"));
+		assert_non_null(strstr(out, "\nproc\nsbin\ntmp\nusr\nvar\n"));
+		assert_null(strstr(out, "visible"));
+		assert_null(strstr(out, "writable"));
+		assert_non_null(strstr(out, "tmp-is-scratch\n"));
+		assert_non_null(strstr(out, "shimbridge\n"));
+		if (round == 0) {
+			/* ., .., the scratch dir and the /tmp link, on a tmpfs of this jail's. */
+			assert_non_null(strstr(out, "\nvar\n4\n"));
+			assert_non_null(strstr(out, "run-mount\n"));
+		} else {
+			/* Built from nothing: run/ is a directory of the jail's root. */
+			assert_non_null(strstr(out, "\nvar\n3\n"));
+			assert_null(strstr(out, "run-mount"));
+		}
+		assert_int_equal(access(scratch, F_OK), 0);
+	}
+	assert_int_equal(spawn_rmtree(base), 0);
+	jt_teardown(&t);
+}
+
 static void
 test_jail_grandchild_dies(void **state)
 {
@@ -713,6 +783,7 @@ main(void)
 		cmocka_unit_test(test_spawn_extra_fd),
 		cmocka_unit_test(test_spawn_exec_failure),
 		cmocka_unit_test(test_jail_view),
+		cmocka_unit_test(test_jail_template),
 		cmocka_unit_test(test_jail_grandchild_dies),
 		cmocka_unit_test(test_jail_signals),
 		cmocka_unit_test(test_jail_dies_with_parent),
