@@ -341,39 +341,88 @@ spawn_jail_send(int ctl, enum jailmsg_type type, const unsigned char *body, size
 	return 0;
 }
 
+static int	spawn_jail_reply_rest(int, const unsigned char *, int32_t *, char **);
+
 /*
  * Wait up to 30 s for the next message of an init (or, with pid, of the jail
  * server: PID is accepted then, *pid its value); returns its type, or -1 with
- * *cause (an ERROR's text, EOF, a timeout).
+ * *cause (an ERROR's text, EOF, a timeout). With fd, a READY's descriptor (the
+ * jail's mount namespace) goes to *fd (-1: none came); any other is closed.
  */
 static int
-spawn_jail_reply_pid(int ctl, int32_t *pid, char **cause)
+spawn_jail_reply_fd(int ctl, int32_t *pid, int *fd, char **cause)
 {
 	unsigned char hdr[JAILMSG_HDR];
-	char msg[512];
-	const char *why;
-	enum jailmsg_type type;
 	struct pollfd pfd = { ctl, POLLIN, 0 };
-	uint32_t len;
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov;
+	struct msghdr mh;
+	struct cmsghdr *c;
 	size_t got = 0;
 	ssize_t n;
+	int rfd = -1, t;
 
+	if (fd != NULL)
+		*fd = -1;
 	while (got < sizeof hdr + 0) {
 		if (poll(&pfd, 1, 30000) == 0) {
 			xasprintf(cause, "jail: the %s did not answer", pid != NULL ?
 			    "jail server" : "init");
-			return -1;
+			goto fail;
 		}
-		n = read(ctl, hdr + got, sizeof hdr - got);
+		/* A descriptor rides on a header (READY: the jail's mount namespace). */
+		iov.iov_base = hdr + got;
+		iov.iov_len = sizeof hdr - got;
+		memset(&mh, 0, sizeof mh);
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof cm.buf;
+		n = recvmsg(ctl, &mh, MSG_CMSG_CLOEXEC);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
 			xasprintf(cause, pid != NULL ? "jail: the jail server ended" :
 			    "jail: the init ended before the tool started");
-			return -1;
+			goto fail;
+		}
+		for (c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+			    c->cmsg_len == CMSG_LEN(sizeof(int)) && rfd < 0)
+				memcpy(&rfd, CMSG_DATA(c), sizeof rfd);
 		}
 		got += (size_t)n;
 	}
+	if ((t = spawn_jail_reply_rest(ctl, hdr, pid, cause)) < 0)
+		goto fail;
+	if (fd != NULL && t == JAILMSG_READY) {
+		*fd = rfd;
+		rfd = -1;
+	}
+	if (rfd >= 0)
+		close(rfd);	/* not asked for, or not on a READY */
+	return t;
+fail:
+	if (rfd >= 0)
+		close(rfd);
+	return -1;
+}
+
+/* The rest of a message whose header is in hdr (see spawn_jail_reply_fd). */
+static int
+spawn_jail_reply_rest(int ctl, const unsigned char *hdr, int32_t *pid, char **cause)
+{
+	char msg[512];
+	const char *why;
+	enum jailmsg_type type;
+	struct pollfd pfd = { ctl, POLLIN, 0 };
+	uint32_t len;
+	size_t got;
+	ssize_t n;
+
 	if (jailmsg_get_header(hdr, &type, &len) != 0 ||
 	    (type != JAILMSG_READY && type != JAILMSG_EXEC && type != JAILMSG_ERROR &&
 	    (type != JAILMSG_PID || pid == NULL)) || len >= sizeof msg) {
@@ -405,7 +454,14 @@ spawn_jail_reply_pid(int ctl, int32_t *pid, char **cause)
 static int
 spawn_jail_reply(int ctl, char **cause)
 {
-	return spawn_jail_reply_pid(ctl, NULL, cause);
+	return spawn_jail_reply_fd(ctl, NULL, NULL, cause);
+}
+
+/* The same, from the jail server: PID is accepted too (*pid its value). */
+static int
+spawn_jail_reply_pid(int ctl, int32_t *pid, char **cause)
+{
+	return spawn_jail_reply_fd(ctl, pid, NULL, cause);
 }
 
 /*
@@ -947,7 +1003,7 @@ spawn_run_body(size_t len)
  */
 static int
 spawn_jail_run(struct spawn_jail *sj, const struct spawn_req *r, int pin, int pout,
-    int perr, char **cause)
+    int perr, int *mntns, char **cause)
 {
 	unsigned char *body = NULL;
 	size_t len;
@@ -977,7 +1033,7 @@ spawn_jail_run(struct spawn_jail *sj, const struct spawn_req *r, int pin, int po
 			xasprintf(cause, "jail: cannot reach the init: %s", strerror(err));
 		goto out;
 	}
-	if ((step = spawn_jail_reply(sj->ctl, cause)) != JAILMSG_READY)
+	if ((step = spawn_jail_reply_fd(sj->ctl, NULL, mntns, cause)) != JAILMSG_READY)
 		goto out;
 	rc = -2;
 	if ((step = spawn_jail_reply(sj->ctl, cause)) != JAILMSG_EXEC)
@@ -1022,20 +1078,6 @@ spawn_nonblock(int fd)
 	return fcntl(fd, F_SETFD, FD_CLOEXEC);
 }
 
-/*
- * A descriptor of the mount namespace of init pid (our child, not yet reaped, so
- * the pid cannot name anything else), or -1: the call then merely waits for the
- * namespace's teardown, as before.
- */
-static int
-spawn_jail_mntns(pid_t pid)
-{
-	char path[64];
-
-	snprintf(path, sizeof path, "/proc/%ld/ns/mnt", (long)pid);
-	return open(path, O_RDONLY | O_CLOEXEC);
-}
-
 /* Run a request in a jail: a pre-built one if the spec brings it, else a fresh one. */
 static int
 spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
@@ -1056,8 +1098,7 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 		goto out;
 	}
 	if (sj != NULL && sj->pid > 0) {
-		mntns = spawn_jail_mntns(sj->pid);
-		rc = spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &wcause);
+		rc = spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &mntns, &wcause);
 		if (rc == -2) {
 			xasprintf(cause, "cannot start the tool (%s)", wcause);
 			goto out;
@@ -1069,9 +1110,9 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 		if (mntns >= 0)
 			close(mntns);
 		mntns = -1;
-		if (spawn_jail_start(r->jail, r->uid, r->gid, r->cgroup_fd, sj, &wcause) == 0)
-			mntns = spawn_jail_mntns(sj->pid);
-		if (sj->pid < 0 || spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &wcause) != 0) {
+		(void)spawn_jail_start(r->jail, r->uid, r->gid, r->cgroup_fd, sj, &wcause);
+		if (sj->pid < 0 ||
+		    spawn_jail_run(sj, r, pin[0], pout[1], perr[1], &mntns, &wcause) != 0) {
 			xasprintf(cause, "cannot start the tool (%s)", wcause);
 			rc = -1;
 			goto out;

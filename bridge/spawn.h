@@ -49,8 +49,8 @@ struct child {
 	int		err;		/* read end of its stderr */
 	int		jailed;		/* pid is the jail's init */
 	/*
-	 * Jailed: -1, or a descriptor of the jail's mount namespace, opened before
-	 * the tool starts. Holding it makes the namespace's teardown (its mounts
+	 * Jailed: -1, or a descriptor of the jail's mount namespace, which its init
+	 * sent with READY (no /proc/PID/ns/mnt, so no CAP_SYS_PTRACE). Holding it makes the namespace's teardown (its mounts
 	 * unmounted, an RCU grace period) happen when it is closed instead of when
 	 * the init exits, so the exit status arrives without waiting for it. The
 	 * owner closes it once the call has been answered (job_free does).

@@ -7,7 +7,8 @@
  *
  *   SETUP  daemon -> init  uid gid net nbinds | root scratch {writable path}*nbinds
  *                          (net JAILMSG_NET_JOIN: the netns fd rides on the header)
- *   READY  init -> daemon  (empty) the jail is built, the init is the runner
+ *   READY  init -> daemon  (empty) the jail is built, the init is the runner; a
+ *                          descriptor of the jail's mount namespace rides on it
  *   RUN    daemon -> init  cpu_seconds nfds argc envc | path cwd argv*argc env*envc
  *                          (nfds 3 or 4 fds ride on the header: stdin, stdout,
  *                          stderr and the optional fd 3)

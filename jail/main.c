@@ -2,9 +2,10 @@
  * shimbridge-jail: the init of one per-call jail (docs/JAIL.md). The jail
  * server (below) forks it in fresh PID, mount, IPC, UTS (and network)
  * namespaces, with an empty environment and the control socket as fd 0
- * (common/jailmsg.h). It builds the jail's filesystem from the
- * SETUP message, becomes the runner, reports READY, then waits (possibly long:
- * pre-built jails wait in a pool) for one RUN: it starts that one tool as
+ * (common/jailmsg.h). It builds the jail's filesystem from the SETUP message,
+ * becomes the runner, reports READY (with a descriptor of its mount namespace,
+ * which the daemon holds until the call is answered), then waits (possibly
+ * long: pre-built jails wait in a pool) for one RUN: it starts that one tool as
  * PID 2, reports EXEC once the tool has exec'd, and from then on only reaps and
  * forwards SIGTERM, SIGINT and SIGHUP to the tool's process group. It exits with
  * the tool's status (128+N for a death by signal N), which ends the namespace.
@@ -54,6 +55,36 @@ jailinit_send(enum jailmsg_type type, const char *body)
 
 	jailmsg_put_header(hdr, type, (uint32_t)len);
 	(void)!writev(CTL, iov, body != NULL ? 2 : 1);
+}
+
+/* Send an empty message of type with fd riding on it (none when fd < 0). */
+static void
+jailinit_send_fd(enum jailmsg_type type, int fd)
+{
+	unsigned char hdr[JAILMSG_HDR];
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov = { hdr, sizeof hdr };
+	struct msghdr mh;
+	struct cmsghdr *c;
+
+	jailmsg_put_header(hdr, type, 0);
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (fd >= 0) {
+		memset(&cm, 0, sizeof cm);
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof cm.buf;
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	}
+	(void)!sendmsg(CTL, &mh, MSG_NOSIGNAL);
 }
 
 /* Report a failed step with errno to the daemon, then end the jail. */
@@ -248,9 +279,10 @@ jailinit_tool(const struct jailmsg_run *m, const int *fds, int status)
 /*
  * Build the jail from a SETUP, then become the runner. tmpl: the server cloned
  * us from its template, so the filesystem is there but for the call's scratch
- * dir, whose detached mount comes with the SETUP (its one bind).
+ * dir, whose detached mount comes with the SETUP (its one bind). Returns a
+ * descriptor of the jail's mount namespace for READY, or -1.
  */
-static void
+static int
 jailinit_setup(int tmpl)
 {
 	struct jailmsg_setup s;
@@ -260,7 +292,7 @@ jailinit_setup(int tmpl)
 	unsigned char *body;
 	uint32_t len;
 	size_t i;
-	int nsfd;
+	int nsfd, mnt;
 
 	body = jailinit_recv(JAILMSG_SETUP, &len, &nsfd, 1);
 	if (jailmsg_setup_decode(body, len, &s, &why) != 0) {
@@ -293,6 +325,12 @@ jailinit_setup(int tmpl)
 		jailinit_fail(what);
 	if (nsfd >= 0)
 		close(nsfd);
+	/*
+	 * For the daemon, which holds it until the call is answered: the jail's
+	 * mounts are then torn down after, not on, the call's path (docs/JAIL.md).
+	 * Without it (no /proc?) they are torn down with us, as before.
+	 */
+	mnt = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
 	if ((what = hygiene_drop_privileges((uid_t)s.uid, (gid_t)s.gid, NULL)) != NULL)
 		jailinit_fail(what);
 	/* The uid change reset these: no ptrace by the tool, die with the daemon. */
@@ -303,6 +341,7 @@ jailinit_setup(int tmpl)
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
 		jailinit_fail("parent-death signal");
 	free(body);
+	return mnt;
 }
 
 /* Start the one tool; returns its pid once it has exec'd (else the jail ends). */
@@ -364,7 +403,7 @@ jailinit(int tmpl)
 {
 	sigset_t set;
 	pid_t tool, p;
-	int sig, st;
+	int sig, st, mnt;
 
 	hygiene_signals_default();
 	sigemptyset(&set);
@@ -384,8 +423,10 @@ jailinit(int tmpl)
 	 */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
 		jailinit_fail("parent-death signal");
-	jailinit_setup(tmpl);
-	jailinit_send(JAILMSG_READY, NULL);
+	mnt = jailinit_setup(tmpl);
+	jailinit_send_fd(JAILMSG_READY, mnt);
+	if (mnt >= 0)
+		close(mnt);
 	tool = jailinit_run();
 	hygiene_closefrom(0);
 	for (;;) {

@@ -285,6 +285,18 @@ ro" ]
 	run --separate-stderr as_t 30 "$SB_ALICE" nonet -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "'
 	[ "$status" -eq 0 ]
 	[ "$output" = lo ]
+	# Without CAP_SYS_PTRACE too, the daemon holds a running call's mount namespace
+	# (its init sends it with READY), so the jail's unmounting waits until the call
+	# has been answered.
+	local m=mk-ns-$RANDOM tool ns
+	as_t 30 "$SB_ALICE" sh -c "sleep 4; : $m" >/dev/null 2>&1 3>&- &
+	local bg=$!
+	sb_wait_for 5 eval "pgrep -u $RUN_A -f -- 'sleep 4; : $m' >/dev/null"
+	tool=$(pgrep -u "$RUN_A" -f -- "sleep 4; : $m" | head -n 1)
+	ns=$(readlink "/proc/$tool/ns/mnt")
+	[ "$ns" != "$(readlink "/proc/$SB_PID/ns/mnt")" ]
+	for f in /proc/"$SB_PID"/fd/*; do readlink "$f"; done | grep -qxF "$ns"
+	wait "$bg"
 	# The negative control: without CAP_SYS_ADMIN no jail can be built, and the
 	# call is refused with the reason (this is what the unit granted before).
 	jail_restart_caps "$(sb_unit_caps sys_admin)"
