@@ -123,7 +123,8 @@ $(B)/shimbridge-git: $(call obj,$(GIT_SRC)) $(B)/libshimbridge.a
 SHIM_COMMON := common/frame.c common/jsonw.c common/proto.c common/util.c
 $(B)/shim: $(SHIM_SRC) $(SHIM_COMMON) $(HDRS) | deps-shim
 	@mkdir -p $(B)
-	$(MUSLCC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -DSHIMBRIDGE_SHIM -Icommon $(WARN) \
+	$(MUSLCC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -DSHIMBRIDGE_SHIM -DSHIMBRIDGE_SHIM_MALLOC \
+	  -Icommon $(WARN) \
 	  -Ishim -Os -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s -o $@ $(SHIM_SRC) $(SHIM_COMMON)
 
 # The jail's init (docs/JAIL.md): static, musl, small; exec'd by the daemon for every
