@@ -701,17 +701,8 @@ spawn_jail_server_reaped(pid_t pid)
 void
 spawn_jail_drop(int mntns)
 {
-	unsigned char hdr[JAILMSG_HDR];
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int))];
-	} cm;
-	struct iovec iov = { hdr, sizeof hdr };
-	struct msghdr mh;
-	struct cmsghdr *c;
-	ssize_t n;
-
 	int tsrv = 0, fd = -1;
+	long n;
 
 	if (mntns < 0)
 		return;
@@ -722,24 +713,12 @@ spawn_jail_drop(int mntns)
 		tsrv = 1;
 	}
 	if (fd >= 0) {
-		jailmsg_put_header(hdr, JAILMSG_DROP, 0);
-		memset(&mh, 0, sizeof mh);
-		memset(&cm, 0, sizeof cm);
-		mh.msg_iov = &iov;
-		mh.msg_iovlen = 1;
-		mh.msg_control = cm.buf;
-		mh.msg_controllen = sizeof cm.buf;
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &mntns, sizeof mntns);
 		/* Never waits: with the server's queue full, the close below does it all. */
 		do {
-			n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+			n = jailmsg_send_empty(fd, JAILMSG_DROP, mntns, MSG_DONTWAIT);
 		} while (n < 0 && errno == EINTR);
 		/* A torn message, or gone: let go of it; the next jail starts another. */
-		if ((n >= 0 && n != (ssize_t)sizeof hdr) ||
+		if ((n >= 0 && n != JAILMSG_HDR) ||
 		    (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
 			if (tsrv)
 				spawn_tsrv_stop();

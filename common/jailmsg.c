@@ -1,4 +1,7 @@
 /* The daemon <-> jail init control messages (see jailmsg.h). */
+#include <sys/socket.h>
+#include <sys/uio.h>
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +49,36 @@ jailmsg_get_header(const unsigned char *hdr, enum jailmsg_type *type, uint32_t *
 		return -1;
 	*type = (enum jailmsg_type)t;
 	return 0;
+}
+
+/* Send an empty message with one descriptor (see jailmsg.h). */
+long
+jailmsg_send_empty(int sock, enum jailmsg_type type, int fd, int flags)
+{
+	unsigned char hdr[JAILMSG_HDR];
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct iovec iov = { hdr, sizeof hdr };
+	struct msghdr mh;
+	struct cmsghdr *c;
+
+	jailmsg_put_header(hdr, type, 0);
+	memset(&mh, 0, sizeof mh);
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (fd >= 0) {
+		memset(&cm, 0, sizeof cm);
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof cm.buf;
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof fd);
+	}
+	return (long)sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
 }
 
 /* A writer over a sized buffer; overflow is remembered, not written. */

@@ -103,6 +103,13 @@ struct jailmsg_run {
 	char		**envp;		/* NULL-terminated */
 };
 
+/*
+ * Send an empty message of type on sock with fd riding on it (none when fd < 0):
+ * the bytes sent (a header's, or fewer), or -1 and errno. flags go to sendmsg
+ * with MSG_NOSIGNAL (a peer that is gone is an error, not a signal).
+ */
+long	jailmsg_send_empty(int sock, enum jailmsg_type, int fd, int flags);
+
 /* Header: fill / read. jailmsg_get_header returns -1 for an unknown type or a body too large. */
 void	jailmsg_put_header(unsigned char *hdr, enum jailmsg_type, uint32_t len);
 int	jailmsg_get_header(const unsigned char *hdr, enum jailmsg_type *, uint32_t *len);

@@ -57,36 +57,6 @@ jailinit_send(enum jailmsg_type type, const char *body)
 	(void)!writev(CTL, iov, body != NULL ? 2 : 1);
 }
 
-/* Send an empty message of type with fd riding on it (none when fd < 0). */
-static void
-jailinit_send_fd(enum jailmsg_type type, int fd)
-{
-	unsigned char hdr[JAILMSG_HDR];
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int))];
-	} cm;
-	struct iovec iov = { hdr, sizeof hdr };
-	struct msghdr mh;
-	struct cmsghdr *c;
-
-	jailmsg_put_header(hdr, type, 0);
-	memset(&mh, 0, sizeof mh);
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	if (fd >= 0) {
-		memset(&cm, 0, sizeof cm);
-		mh.msg_control = cm.buf;
-		mh.msg_controllen = sizeof cm.buf;
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof fd);
-	}
-	(void)!sendmsg(CTL, &mh, MSG_NOSIGNAL);
-}
-
 /* Report a failed step with errno to the daemon, then end the jail. */
 static void __attribute__((noreturn))
 jailinit_fail(const char *what)
@@ -424,7 +394,7 @@ jailinit(int tmpl)
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
 		jailinit_fail("parent-death signal");
 	mnt = jailinit_setup(tmpl);
-	jailinit_send_fd(JAILMSG_READY, mnt);
+	(void)jailmsg_send_empty(CTL, JAILMSG_READY, mnt, 0);
 	if (mnt >= 0)
 		close(mnt);
 	tool = jailinit_run();
