@@ -355,7 +355,7 @@ jail_enter(const struct jail *j)
 #define OPEN_TREE_CLONE		1
 #endif
 #ifndef SYS_open_tree
-#define SYS_open_tree		428	/* the same number on every architecture */
+#define SYS_open_tree		428	/* the unified numbers of Linux 5.2 (alpha differs) */
 #endif
 #ifndef SYS_move_mount
 #define SYS_move_mount		429

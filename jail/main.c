@@ -17,7 +17,11 @@
  * daemon's child as before, and runs the init's code in the child without an
  * exec of its own. The server holds nothing but the descriptors of the request
  * at hand and the finished jails' mount namespaces it is to close (DROP), which
- * it closes when idle; it exits when the daemon closes its socket.
+ * it closes when idle; it exits when the daemon closes its socket. On TMPL it
+ * starts the template server, another such server (the daemon's child too) that
+ * lives in a mount namespace holding what every jail shares, built once, and
+ * forks the inits of jails of that shape, which mount only their own scratch
+ * dir and /proc (docs/JAIL.md, "The template").
  */
 #include <sys/prctl.h>
 #include <sys/resource.h>
