@@ -169,9 +169,10 @@ now_ms() {
 		return 0
 	fi
 	# No core anywhere a core could land: the shim's cwd (home), the daemon's dirs.
-	# (Only the sandbox user's and the runner's: other lanes' suites write to /tmp too.)
-	run find "$home" "$SB_DIR" /tmp -maxdepth 3 -name 'core*' -newer "$T/stamp" \
-		\( -user "$SB_ALICE" -o -user "$SB_RUNNER" \)
+	# (Only the sandbox user's and the runner's: other lanes' suites write to /tmp too,
+	# and remove what they wrote while find walks it: that is no finding.)
+	run --separate-stderr find "$home" "$SB_DIR" /tmp -ignore_readdir_race -maxdepth 3 \
+		-name 'core*' -newer "$T/stamp" \( -user "$SB_ALICE" -o -user "$SB_RUNNER" \)
 	[ -z "$output" ] || { echo "core files: $output" >&2; false; }
 	# Control: the same setup does dump a core for a plain program, so the check can fail.
 	run sig_as /bin/sh -c 'kill -SEGV $$'
