@@ -212,6 +212,13 @@ if [ "$staging" = 0 ]; then
 		# The daemon is stopped: whatever still runs as the runner is left over.
 		if [ "$dry" = 0 ]; then
 			pkill -KILL -u shimbridge-runner 2>/dev/null || true
+			# SIGKILL is asynchronous (a jail's init tears its namespaces down as
+			# it exits), and userdel refuses a user that still has processes.
+			n=0
+			while pgrep -u shimbridge-runner >/dev/null 2>&1 && [ "$n" -lt 50 ]; do
+				sleep 0.1
+				n=$((n + 1))
+			done
 		fi
 		case $os in
 		Linux)
