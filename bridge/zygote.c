@@ -18,6 +18,13 @@
 #include "zygote.h"
 
 #define ZYGOTE_MAX	64	/* limits.jail_pool's bound */
+/*
+ * Jails are built once no call has ended for this long: in a burst of calls,
+ * building them competes with the calls for the CPUs (and on a virtual machine
+ * for its page-table work) and gains nothing. Measured (bench/README.md): calls
+ * back to back took as long with no pool at all, with ~1 ms less CPU each.
+ */
+#define ZYGOTE_QUIET_US	10000
 
 /* The shape of a (session, tool)'s jails, learned from its calls. */
 struct zygote_kind {
@@ -245,12 +252,20 @@ zygote_learn(struct zygote *z, const struct session *s, const char *key, const s
 	TAILQ_INSERT_TAIL(&z->kinds, k, entry);
 }
 
+/* Build missing jails ZYGOTE_QUIET_US from now, unless a call ends before. */
+static void
+zygote_refill_later(struct zygote *z)
+{
+	struct timeval quiet = { 0, ZYGOTE_QUIET_US };
+
+	evtimer_add(z->ev_refill, &quiet);	/* a pending one moves */
+}
+
 /* Take the jail reserved for j's scratch dir if it has j's shape; learn the shape. */
 int
 zygote_claim(struct zygote *z, const struct session *s, const char *key, const struct jail *j,
     struct spawn_jail *out)
 {
-	struct timeval now = { 0, 0 };
 	struct zygote_warm *w;
 	char *shape = zygote_shape(j, s->runner_uid, s->runner_gid);
 	int found = 0;
@@ -280,10 +295,10 @@ zygote_claim(struct zygote *z, const struct session *s, const char *key, const s
 	/*
 	 * Refill once the call is over (zygote_scratch_done), not while it runs: on
 	 * a busy machine building a jail competes with the call for the CPU. Only an
-	 * empty pool is refilled at once.
+	 * empty pool is refilled without waiting for the call's end.
 	 */
 	if (zygote_kind_find(z, s->name, key)->idle == 0)
-		evtimer_add(z->ev_refill, &now);
+		zygote_refill_later(z);
 	return found;
 }
 
@@ -291,7 +306,6 @@ zygote_claim(struct zygote *z, const struct session *s, const char *key, const s
 void
 zygote_scratch_done(struct zygote *z, const char *scratch)
 {
-	struct timeval now = { 0, 0 };
 	struct zygote_warm *w;
 
 	TAILQ_FOREACH(w, &z->warm, entry) {
@@ -303,7 +317,7 @@ zygote_scratch_done(struct zygote *z, const char *scratch)
 	if (spawn_rmtree(scratch) != 0)
 		log_warnx("cannot remove scratch directory %s", scratch);
 	if (z->size > 0)
-		evtimer_add(z->ev_refill, &now);
+		zygote_refill_later(z);
 }
 
 /* Build one jail for kind k; 0, or -1 (logged). */

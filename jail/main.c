@@ -486,22 +486,29 @@ jailsrv_fork(uint32_t ns, int ctl, int cgroup, int tmpl, char *args, size_t args
 /*
  * The mount namespaces of finished jails (DROP), closed when no FORK waits: the
  * last close unmounts the jail's tree, which takes a lock that any mount or
- * pivot_root on the host also takes, so it is done here, not in the daemon's
- * one thread, and after the FORKs, whose answer the daemon waits for.
+ * pivot_root on the host also takes (and waits for an RCU grace period), so it
+ * is done here, not in the daemon's one thread, and after the FORKs, whose
+ * answer the daemon waits for. The last close: the daemon closes its own copy
+ * just after sending it, so the server waits until its socket has been quiet
+ * for JAILSRV_DROP_QUIET ms; closing at once made the daemon's close the last
+ * one about every other call, and the teardown its own again.
  */
-#define JAILSRV_DROPS	64
+#define JAILSRV_DROPS		64
+#define JAILSRV_DROP_QUIET	5	/* ms */
 static int	jailsrv_drops[JAILSRV_DROPS];
 static int	jailsrv_ndrops;
 
-/* Close the deferred namespaces until a message waits. */
+/* Close the deferred namespaces once the socket is quiet, until a message waits. */
 static void
 jailsrv_drop_idle(void)
 {
 	struct pollfd pfd = { CTL, POLLIN, 0 };
+	int wait = JAILSRV_DROP_QUIET;
 
 	while (jailsrv_ndrops > 0) {
-		if (poll(&pfd, 1, 0) != 0)
+		if (poll(&pfd, 1, wait) != 0)
 			return;
+		wait = 0;
 		close(jailsrv_drops[--jailsrv_ndrops]);
 	}
 }
