@@ -121,9 +121,10 @@ keyring_redactor(const struct keyring *kr)
 void
 keyring_changed(struct keyring *kr)
 {
-	struct redact_secret *rs = xcalloc(2 * kr->nkeys + kr->nold + 1, sizeof *rs);
+	struct redact_secret *rs = xcalloc((1 + SECRET_PREV_MAX) * kr->nkeys + kr->nold + 1,
+	    sizeof *rs);
 	struct redact *r;
-	size_t i, n = 0;
+	size_t i, j, n = 0;
 
 	for (i = 0; i < kr->nkeys; i++) {
 		const struct secret_val *v = &kr->keys[i].val;
@@ -132,9 +133,9 @@ keyring_changed(struct keyring *kr)
 			rs[n].value = v->value;
 			rs[n++].len = v->len;
 		}
-		if (v->prev != NULL) {
-			rs[n].value = v->prev;
-			rs[n++].len = v->prev_len;
+		for (j = 0; j < v->nprev; j++) {
+			rs[n].value = v->prev[j];
+			rs[n++].len = v->prev_len[j];
 		}
 	}
 	/* A token out of service may still be live upstream until its DELETE is done. */
@@ -284,12 +285,19 @@ keyring_fill(struct key *nk, struct key *old, const char *session,
 	nk->name = xstrdup(src->name);
 	nk->src = src;
 	secret_load(src, &nk->val, c, st, store_error);
-	/* A value the reload replaced may still be valid upstream: keep masking it. */
+	/*
+	 * Values the reload replaced may still be valid upstream: keep masking
+	 * them (the old key's replaced ones, then its value, newest first).
+	 */
 	if (old != NULL && old->val.value != NULL && nk->val.value != NULL &&
 	    (old->val.len != nk->val.len ||
 	    sodium_memcmp(old->val.value, nk->val.value, nk->val.len) != 0)) {
-		nk->val.prev = old->val.value;	/* transferred */
-		nk->val.prev_len = old->val.len;
+		while (old->val.nprev > 0) {	/* transferred, oldest first */
+			old->val.nprev--;
+			secret_val_push_prev(&nk->val, old->val.prev[old->val.nprev],
+			    old->val.prev_len[old->val.nprev]);
+		}
+		secret_val_push_prev(&nk->val, old->val.value, old->val.len);
 		old->val.value = NULL;
 	}
 }

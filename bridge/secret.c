@@ -401,10 +401,7 @@ secret_command_done(const struct secret_src *s, struct secret_val *v,
 			 * The replaced value may still be valid upstream, and requests started
 			 * with it may still be running: keep masking it in audit lines.
 			 */
-			if (v->prev != NULL)
-				sodium_free(v->prev);
-			v->prev = old;
-			v->prev_len = old_len;
+			secret_val_push_prev(v, old, old_len);
 			v->retry_at = 0;
 			return;
 		}
@@ -625,13 +622,30 @@ secret_clear(struct secret_src *s)
 void
 secret_val_clear(struct secret_val *v)
 {
+	size_t i;
+
 	if (v->value != NULL)
 		sodium_free(v->value);
-	if (v->prev != NULL)
-		sodium_free(v->prev);
+	for (i = 0; i < v->nprev; i++)
+		sodium_free(v->prev[i]);
 	free(v->error);
 	ghapp_state_free(v->app);
 	memset(v, 0, sizeof *v);
+}
+
+/* A replaced value, newest first; the oldest beyond SECRET_PREV_MAX goes. */
+void
+secret_val_push_prev(struct secret_val *v, unsigned char *value, size_t len)
+{
+	if (value == NULL)
+		return;
+	if (v->nprev == SECRET_PREV_MAX)
+		sodium_free(v->prev[--v->nprev]);
+	memmove(v->prev + 1, v->prev, v->nprev * sizeof v->prev[0]);
+	memmove(v->prev_len + 1, v->prev_len, v->nprev * sizeof v->prev_len[0]);
+	v->prev[0] = value;
+	v->prev_len[0] = len;
+	v->nprev++;
 }
 
 /* The session's override of a secret, else the host's definition. */

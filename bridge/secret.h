@@ -46,6 +46,8 @@ struct secret_src {
 
 struct ghapp_state;
 
+#define SECRET_PREV_MAX	8	/* replaced values kept for redaction, per value */
+
 /* A loaded value and its renewal state: runtime state, owned by a keyring. */
 struct secret_val {
 	unsigned char	 *value;	/* sodium_malloc'd, read-only, or NULL */
@@ -54,8 +56,14 @@ struct secret_val {
 	time_t		  loaded_at;
 	time_t		  retry_at;	/* after a failed command: no new run before this */
 	int		  refreshing;	/* a background run is under way */
-	unsigned char	 *prev;		/* the value a renewal replaced (still redacted) */
-	size_t		  prev_len;
+	/*
+	 * Values renewals and reloads replaced, newest first, still redacted: a
+	 * replaced token may be valid upstream for a while yet, and requests that
+	 * got it may still be running. The oldest goes when a ninth comes.
+	 */
+	unsigned char	 *prev[SECRET_PREV_MAX];
+	size_t		  prev_len[SECRET_PREV_MAX];
+	size_t		  nprev;
 	time_t		  expires_at;	/* SECRET_GITHUB_APP: the token's expiry, else 0 */
 	struct ghapp_state *app;	/* SECRET_GITHUB_APP: mint state (ghapp.h), or NULL */
 };
@@ -99,6 +107,11 @@ void	secret_command_done(const struct secret_src *, struct secret_val *,
 void	secret_clear(struct secret_src *);
 /* Wipe and release a value and its state. */
 void	secret_val_clear(struct secret_val *);
+/*
+ * Keep a replaced value (sodium_malloc'd; transferred) at the head of v's
+ * replaced values, dropping the oldest beyond SECRET_PREV_MAX.
+ */
+void	secret_val_push_prev(struct secret_val *v, unsigned char *value, size_t len);
 /* The definition that applies to a session: its override, else the host's. NULL if none. */
 const struct secret_src *secret_resolve(const struct config *, const struct session *,
 	    const char *name);

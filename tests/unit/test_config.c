@@ -439,7 +439,8 @@ test_secret_sources(void **state)
 	keyring_load(kr, c, &warn, &nwarn);
 	k = keyring_get(kr, NULL, "a");
 	assert_memory_equal(k->val.value, "value-456", 9);
-	assert_memory_equal(k->val.prev, "value-123", 9);
+	assert_int_equal(k->val.nprev, 1);
+	assert_memory_equal(k->val.prev[0], "value-123", 9);
 	red = redact_string(keyring_redactor(kr), "value-123 value-456");
 	assert_string_equal(red, REDACT_MASK " " REDACT_MASK);
 	free(red);

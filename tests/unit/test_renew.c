@@ -127,8 +127,9 @@ test_renew_due_value(void **state)
 	assert_null(k->val.error);
 	assert_non_null(k->val.value);
 	assert_false(k->val.len == oldlen && memcmp(k->val.value, old, oldlen) == 0);
-	assert_int_equal(k->val.prev_len, oldlen);
-	assert_memory_equal(k->val.prev, old, oldlen);
+	assert_int_equal(k->val.nprev, 1);
+	assert_int_equal(k->val.prev_len[0], oldlen);
+	assert_memory_equal(k->val.prev[0], old, oldlen);
 	/* The keyring's redactor was rebuilt: both values are masked. */
 	assert_true(asprintf(&in, "a %.*s b %.*s c", (int)oldlen, (const char *)old,
 	    (int)k->val.len, (const char *)k->val.value) > 0);

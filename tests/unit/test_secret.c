@@ -90,17 +90,31 @@ test_renewal_keeps_previous(void **state)
 {
 	struct secret_src s;
 	struct secret_val v;
+	size_t i;
 
 	(void)state;
 	make_src(&s, &v, 60);
 	secret_command_done(&s, &v, (const unsigned char *)"old-value", 9, OK_STATUS, NULL);
 	secret_command_done(&s, &v, (const unsigned char *)"new-value", 9, OK_STATUS, NULL);
 	assert_memory_equal(v.value, "new-value", 9);
-	assert_non_null(v.prev);
-	assert_int_equal(v.prev_len, 9);
-	assert_memory_equal(v.prev, "old-value", 9);
+	assert_int_equal(v.nprev, 1);
+	assert_int_equal(v.prev_len[0], 9);
+	assert_memory_equal(v.prev[0], "old-value", 9);
 	secret_command_done(&s, &v, (const unsigned char *)"third", 5, OK_STATUS, NULL);
-	assert_memory_equal(v.prev, "new-value", 9);
+	assert_int_equal(v.nprev, 2);
+	assert_memory_equal(v.prev[0], "new-value", 9);
+	assert_memory_equal(v.prev[1], "old-value", 9);
+	/* At most SECRET_PREV_MAX are kept, newest first: the oldest go first. */
+	for (i = 0; i < SECRET_PREV_MAX; i++) {
+		char val[16];
+
+		snprintf(val, sizeof val, "value-%02zu", i);
+		secret_command_done(&s, &v, (const unsigned char *)val, 8, OK_STATUS, NULL);
+	}
+	assert_int_equal(v.nprev, SECRET_PREV_MAX);
+	assert_memory_equal(v.prev[0], "value-06", 8);
+	assert_int_equal(v.prev_len[SECRET_PREV_MAX - 1], 5);
+	assert_memory_equal(v.prev[SECRET_PREV_MAX - 1], "third", 5);
 	secret_clear(&s);
 	secret_val_clear(&v);
 }
