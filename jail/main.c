@@ -371,15 +371,20 @@ jailinit_run(void)
 	return tool;
 }
 
-/* PID 1 of the jail, with its control socket as fd 0; tmpl: see jailinit_setup. */
+/*
+ * PID 1 of the jail, with its control socket as fd 0; tmpl: see jailinit_setup.
+ * forked: a server's child, whose signal dispositions are the server's, reset
+ * at its start (64 system calls fewer per jail).
+ */
 static int __attribute__((noreturn))
-jailinit(int tmpl)
+jailinit(int tmpl, int forked)
 {
 	sigset_t set;
 	pid_t tool, p;
 	int sig, st, mnt;
 
-	hygiene_signals_default();
+	if (!forked)
+		hygiene_signals_default();
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGTERM);
@@ -480,7 +485,7 @@ jailsrv_fork(uint32_t ns, int ctl, int cgroup, int tmpl, char *args, size_t args
 	 */
 	(void)prctl(PR_SET_NAME, "shimbridge-jail", 0, 0, 0);
 	memset(args, ' ', argslen);
-	jailinit(tmpl);
+	jailinit(tmpl, 1);
 }
 
 /*
@@ -633,5 +638,5 @@ main(int argc, char **argv)
 {
 	if (argc == 2 && strcmp(argv[1], "--server") == 0)
 		jailsrv(argv[1], strlen(argv[1]) + 1);	/* what follows argv[0] */
-	jailinit(0);
+	jailinit(0, 0);
 }

@@ -487,6 +487,26 @@ shim_frames(struct shim *s)
 	s->inlen -= off;
 }
 
+/* Queue one read of stdin: a STDIN frame, or its end (an empty one). */
+static void
+shim_read_stdin(struct shim *s)
+{
+	/* Straight into the queue, after room for the frame's header. */
+	unsigned char *p = shim_reserve(s, FRAME_DATA_MAX);
+	ssize_t n;
+
+	n = read(STDIN_FILENO, p + FRAME_HDR, FRAME_DATA_MAX);
+	if (n < 0 && errno != EINTR && errno != EAGAIN)
+		n = 0;	/* treat a broken stdin as its end */
+	if (n == 0) {
+		s->stdin_open = 0;
+		shim_queue(s, FRAME_STDIN, NULL, 0);
+	} else if (n > 0) {
+		frame_put_header(p, FRAME_STDIN, (uint32_t)n);
+		s->outlen += FRAME_HDR + (size_t)n;
+	}
+}
+
 /* Relay stdio and signals until the bridge sends EXIT or ERROR. */
 static void __attribute__((noreturn))
 shim_relay(struct shim *s)
@@ -499,6 +519,15 @@ shim_relay(struct shim *s)
 	s->in = xmalloc(s->incap);
 	/* Fewer, larger transfers on a bulk stream (best effort: a capped kernel keeps its own). */
 	(void)setsockopt(s->sock, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+	/*
+	 * What stdin has at once (often just its end: /dev/null, a closed pipe, a
+	 * file) goes out with the request, in the same send: one wake-up of the
+	 * bridge instead of two.
+	 */
+	pfd[0].fd = STDIN_FILENO;
+	pfd[0].events = POLLIN;
+	if (s->stdin_open && poll(pfd, 1, 0) == 1 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)))
+		shim_read_stdin(s);
 	for (;;) {
 		int nfd = 0, si = -1, ii = -1, gi;
 
@@ -536,21 +565,8 @@ shim_relay(struct shim *s)
 				shim_queue(s, FRAME_SIGNAL, msg, (size_t)len);
 			}
 		}
-		if (ii >= 0 && (pfd[ii].revents & (POLLIN | POLLHUP | POLLERR))) {
-			/* Straight into the queue, after room for the frame's header. */
-			unsigned char *p = shim_reserve(s, FRAME_DATA_MAX);
-
-			n = read(STDIN_FILENO, p + FRAME_HDR, FRAME_DATA_MAX);
-			if (n < 0 && errno != EINTR && errno != EAGAIN)
-				n = 0;	/* treat a broken stdin as its end */
-			if (n == 0) {
-				s->stdin_open = 0;
-				shim_queue(s, FRAME_STDIN, NULL, 0);
-			} else if (n > 0) {
-				frame_put_header(p, FRAME_STDIN, (uint32_t)n);
-				s->outlen += FRAME_HDR + (size_t)n;
-			}
-		}
+		if (ii >= 0 && (pfd[ii].revents & (POLLIN | POLLHUP | POLLERR)))
+			shim_read_stdin(s);
 		if (pfd[si].revents & (POLLIN | POLLHUP | POLLERR)) {
 			n = recv(s->sock, s->in + s->inlen, s->incap - s->inlen, MSG_DONTWAIT);
 			if (n < 0 && (errno == EINTR || errno == EAGAIN))
