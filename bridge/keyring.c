@@ -287,18 +287,20 @@ keyring_fill(struct key *nk, struct key *old, const char *session,
 	secret_load(src, &nk->val, c, st, store_error);
 	/*
 	 * Values the reload replaced may still be valid upstream: keep masking
-	 * them (the old key's replaced ones, then its value, newest first).
+	 * them, the old key's replaced ones and then its value if it changed (or
+	 * could not be loaded again), newest first.
 	 */
-	if (old != NULL && old->val.value != NULL && nk->val.value != NULL &&
-	    (old->val.len != nk->val.len ||
+	if (old == NULL)
+		return;
+	while (old->val.nprev > 0) {	/* transferred, oldest first */
+		old->val.nprev--;
+		secret_val_push_prev(&nk->val, old->val.prev[old->val.nprev],
+		    old->val.prev_len[old->val.nprev]);
+	}
+	if (old->val.value != NULL && (nk->val.value == NULL || old->val.len != nk->val.len ||
 	    sodium_memcmp(old->val.value, nk->val.value, nk->val.len) != 0)) {
-		while (old->val.nprev > 0) {	/* transferred, oldest first */
-			old->val.nprev--;
-			secret_val_push_prev(&nk->val, old->val.prev[old->val.nprev],
-			    old->val.prev_len[old->val.nprev]);
-		}
 		secret_val_push_prev(&nk->val, old->val.value, old->val.len);
-		old->val.value = NULL;
+		old->val.value = NULL;	/* transferred */
 	}
 }
 

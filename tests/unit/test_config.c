@@ -444,6 +444,18 @@ test_secret_sources(void **state)
 	red = redact_string(keyring_redactor(kr), "value-123 value-456");
 	assert_string_equal(red, REDACT_MASK " " REDACT_MASK);
 	free(red);
+	/* Another: both replaced values are carried over, newest first; unchanged, nothing moves. */
+	put(sp, "value-789", 0600);
+	keyring_load(kr, c, &warn, &nwarn);
+	keyring_load(kr, c, &warn, &nwarn);
+	k = keyring_get(kr, NULL, "a");
+	assert_memory_equal(k->val.value, "value-789", 9);
+	assert_int_equal(k->val.nprev, 2);
+	assert_memory_equal(k->val.prev[0], "value-456", 9);
+	assert_memory_equal(k->val.prev[1], "value-123", 9);
+	red = redact_string(keyring_redactor(kr), "value-123 value-456 value-789");
+	assert_string_equal(red, REDACT_MASK " " REDACT_MASK " " REDACT_MASK);
+	free(red);
 	keyring_free(kr);
 	for (i = 0; i < nwarn; i++)
 		free(warn[i]);
