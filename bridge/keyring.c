@@ -288,7 +288,8 @@ keyring_fill(struct key *nk, struct key *old, const char *session,
 	/*
 	 * Values the reload replaced may still be valid upstream: keep masking
 	 * them, the old key's replaced ones and then its value if it changed (or
-	 * could not be loaded again), newest first.
+	 * could not be loaded again), newest first. A github_app token stays with
+	 * its old key: keyring_load retires it (revoked, and masked until then).
 	 */
 	if (old == NULL)
 		return;
@@ -297,7 +298,8 @@ keyring_fill(struct key *nk, struct key *old, const char *session,
 		secret_val_push_prev(&nk->val, old->val.prev[old->val.nprev],
 		    old->val.prev_len[old->val.nprev]);
 	}
-	if (old->val.value != NULL && (nk->val.value == NULL || old->val.len != nk->val.len ||
+	if (old->val.value != NULL && (old->src == NULL || old->src->type != SECRET_GITHUB_APP) &&
+	    (nk->val.value == NULL || old->val.len != nk->val.len ||
 	    sodium_memcmp(old->val.value, nk->val.value, nk->val.len) != 0)) {
 		secret_val_push_prev(&nk->val, old->val.value, old->val.len);
 		old->val.value = NULL;	/* transferred */
