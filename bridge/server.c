@@ -12,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdint.h>
@@ -241,15 +242,54 @@ server_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
 	(void)conn_new(srv, fd, uid, gid, pid, s);
 }
 
-/* Re-enable accepting after running out of descriptors. */
+/* Descriptors that must be free before accepting resumes after EMFILE (see below). */
+#define SERVER_FD_HEADROOM	24
+
+/*
+ * Whether SERVER_FD_HEADROOM more descriptors (a quarter of the limit at most) can
+ * be opened now: one call takes about a dozen at its peak (its socket, pipes, the
+ * jail's socketpair and namespaces, the scratch directory, the cgroup). Probed by
+ * opening them.
+ */
+static int
+server_fd_headroom(int probe)
+{
+	int fds[SERVER_FD_HEADROOM], n, ok, want = SERVER_FD_HEADROOM;
+	struct rlimit rl;
+
+	/* A daemon started with very few descriptors must still resume at all. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur / 4 < (rlim_t)want)
+		want = (int)(rl.rlim_cur / 4);
+	for (n = 0; n < want; n++) {
+		if ((fds[n] = fcntl(probe, F_DUPFD_CLOEXEC, 0)) == -1)
+			break;
+	}
+	ok = n == want;
+	while (n > 0)
+		close(fds[--n]);
+	return ok;
+}
+
+/*
+ * Re-enable accepting after running out of descriptors, once a call accepted now
+ * would have the descriptors it needs: resuming as soon as one was free would take
+ * a waiting peer's connection only to fail its call ("pipe: Too many open files")
+ * while the others are still being let go.
+ */
 static void
 server_resume(evutil_socket_t fd, short what, void *arg)
 {
 	struct server *srv = arg;
+	struct timeval tv = { 0, 100000 };
 	int i;
 
 	(void)fd;
 	(void)what;
+	if (srv->nlev > 0 && !server_fd_headroom(evconnlistener_get_fd(srv->lev[0]))) {
+		evtimer_add(srv->ev_resume, &tv);
+		return;
+	}
 	for (i = 0; i < srv->nlev; i++)
 		evconnlistener_enable(srv->lev[i]);
 }

@@ -429,7 +429,7 @@ concurrent() {
 	wait "$hold"
 	grep -qx released "$T/hold.out"
 	wait "$patient" || rc=$?
-	[ "$rc" -eq 0 ]
+	[ "$rc" -eq 0 ] || { echo "patient call: exit $rc: $(cat "$T/patient.out")"; tail -n 20 "$SB_DIR/log/daemon.log"; false; }
 	[ "$(cat "$T/patient.out")" = patient ]
 	sb_wait_for 5 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
 	run as_t 10 "$SB_ALICE" sh -c 'echo ok'
