@@ -186,6 +186,19 @@ main(void)
 	row("lines", secrets, 1, data, DATA_LEN);
 	row("lines", secrets, NSECRETS, data, DATA_LEN);
 
+	/*
+	 * The relay's text (bench/exec_bench.c): lines of 80 of letters, digits and few
+	 * separators, so most bytes could belong to a token and runs are long.
+	 */
+	for (i = 0; i < DATA_LEN; i++) {
+		static const char tool[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		    "0123456789 ._-/:";
+
+		data[i] = i % 80 == 79 ? '\n' : (unsigned char)tool[rng() % (sizeof tool - 1)];
+	}
+	row("tool-lines", secrets, 1, data, DATA_LEN);
+	row("tool-lines", secrets, NSECRETS, data, DATA_LEN);
+
 	/* Coloured terminal output: an SGR sequence every 16 bytes, a line break every 80. */
 	for (i = 0; i < DATA_LEN; ) {
 		static const char sgr[] = "\033[1;32m";
