@@ -87,6 +87,10 @@ setup() {
 # After every test: nothing of the runner left, the daemon alive.
 teardown() {
 	local rc=0
+	if [ -e "$T/config.orig" ]; then
+		echo "the test left the config changed; restoring it" >&2
+		restore_config || rc=1
+	fi
 	if ! sb_wait_for 3 sb_no_runner; then
 		echo "runner processes outlived the test:" >&2
 		ps -o pid,ppid,pgid,sid,stat,etime,args -u "$SB_RUNNER" >&2 || true
@@ -101,9 +105,35 @@ teardown() {
 	return "$rc"
 }
 
-# The first pid of USER whose command line holds MARK, waiting up to 5 s for it.
+# Put back the config (and alice's drop-in) a test saved to $T/*.orig, and reload.
+restore_config() {
+	local line
+	[ ! -e "$T/alice.orig" ] || mv "$T/alice.orig" "$SB_DIR/etc/sessions.d/alice.json"
+	mv "$T/config.orig" "$SB_CONFIG"
+	line=$(sb_reload)
+	[[ $line == *'"ok":true'* ]] || { echo "reload after restoring the config: $line" >&2; return 1; }
+}
+
+# held OUT ERR MARK [SCRIPT]: run `sh -c "SCRIPT read _; : MARK"` as alice in the
+# background, its stdin a FIFO the test holds open (fd HELD_FD), its harness HELD_PID.
+# The call stays in flight until `release` closes the FIFO, however slow the machine.
+held() {
+	rm -f "$T/gate"
+	mkfifo -m 600 "$T/gate"
+	as_t 60 "$SB_ALICE" sh -c "${4:-} read _; : $3" <"$T/gate" >"$1" 2>"$2" 3>&- &
+	HELD_PID=$!
+	exec {HELD_FD}>"$T/gate"
+}
+
+# release: let the held call end; its harness's status.
+release() {
+	exec {HELD_FD}>&-
+	wait "$HELD_PID"
+}
+
+# The first pid of USER whose command line holds MARK, waiting up to 15 s for it.
 pid_of() {
-	sb_wait_for 5 eval "pgrep -u '$1' -f -- '$2' >/dev/null" || { echo "no $1 process with $2" >&2; return 1; }
+	sb_wait_for 15 eval "pgrep -u '$1' -f -- '$2' >/dev/null" || { echo "no $1 process with $2" >&2; return 1; }
 	sb_pids "$1" "$2" | head -n 1
 }
 
@@ -294,9 +324,7 @@ now_ms() {
 
 @test "secret: injected into the child, redacted in output, absent from the shim, child environ unreadable" {
 	local m=mk-secret-$RANDOM child shim
-	as_t 30 "$SB_ALICE" sh -c "printf %s \"\$MY_TOKEN\" | sha256sum; echo \"token=\$MY_TOKEN\"; sleep 3; : $m" \
-		>"$T/secret.out" 2>"$T/secret.err" 3>&- &
-	local bg=$!
+	held "$T/secret.out" "$T/secret.err" "$m" 'printf %s "$MY_TOKEN" | sha256sum; echo "token=$MY_TOKEN";'
 	child=$(pid_of "$SB_RUNNER" "$m")
 	shim=$(pid_of "$SB_ALICE" "$m")
 	# Root sees the secret in the child's environment: the pid is the right one.
@@ -310,7 +338,7 @@ now_ms() {
 	[[ $output != *"$SECRET"* ]]
 	run as_t 10 "$SB_ALICE" head -c 1 "/proc/$child/mem"
 	[ "$status" -ne 0 ]
-	wait "$bg"
+	release
 	[ "$(sed -n 1p "$T/secret.out")" = "$(printf %s "$SECRET" | sha256sum)" ]
 	[ "$(sed -n 2p "$T/secret.out")" = "token=[REDACTED]" ]
 	[ ! -s "$T/secret.err" ]
@@ -321,8 +349,7 @@ now_ms() {
 	local m=mk-box-$RANDOM child cwd ruid rgid
 	ruid=$(id -u "$SB_RUNNER")
 	rgid=$(id -g "$SB_RUNNER")
-	as_t 30 "$SB_ALICE" sh -c "sleep 2; : $m" >/dev/null 2>&1 3>&- &
-	local bg=$!
+	held /dev/null /dev/null "$m"
 	child=$(pid_of "$SB_RUNNER" "$m")
 	grep -qx "Uid:	$ruid	$ruid	$ruid	$ruid" "/proc/$child/status"
 	grep -qx "Gid:	$rgid	$rgid	$rgid	$rgid" "/proc/$child/status"
@@ -339,7 +366,7 @@ now_ms() {
 	[[ $cwd == "$SB_DIR/state/run/"* ]]
 	[ "$(stat -L -c '%U %a' "/proc/$child/cwd")" = "$SB_RUNNER 700" ]
 	grep -qE '^Max core file size +0 +0 +bytes' "/proc/$child/limits"
-	wait "$bg"
+	release
 	sb_wait_for 1 test ! -e "$(sb_dview "$cwd")"
 
 	# The same facts as the child sees them.
@@ -361,15 +388,14 @@ now_ms() {
 	local m=mk-tmpfs-$RANDOM child cwd rc=0
 	grep -q "scratch directories in memory (tmpfs of 1024 MiB on $SB_DIR/state/run)" \
 	    "$SB_DIR/log/daemon.log"
-	as_t 30 "$SB_ALICE" sh -c "sleep 2; : $m" >/dev/null 2>&1 3>&- &
-	local bg=$!
+	held /dev/null /dev/null "$m"
 	child=$(pid_of "$SB_RUNNER" "$m")
 	cwd=$(readlink "/proc/$child/cwd")
 	[[ $cwd == "$SB_DIR/state/run/"* ]]
 	[ "$(stat -f -L -c %T "/proc/$child/cwd")" = tmpfs ]
 	[ -d "$(sb_dview "$cwd")" ]
 	[ ! -e "$cwd" ]
-	wait "$bg"
+	release
 	# On disk: the host sees the call's directory while it runs, and not after.
 	local n
 	core_stop
@@ -378,12 +404,11 @@ now_ms() {
 	n=$(wc -l <"$SB_DIR/log/daemon.log")
 	SB_CONFIG=$SB_DIR/etc/disk.json core_start
 	m=mk-disk-$RANDOM
-	as_t 30 "$SB_ALICE" sh -c "sleep 2; : $m" >/dev/null 2>&1 3>&- &
-	bg=$!
+	held /dev/null /dev/null "$m"
 	child=$(pid_of "$SB_RUNNER" "$m")
 	cwd=$(readlink "/proc/$child/cwd")
 	[ -d "$cwd" ] && [ "$(stat -c '%U %a' "$cwd")" = "$SB_RUNNER 700" ] || rc=1
-	wait "$bg"
+	release
 	sb_wait_for 2 test ! -e "$cwd" || rc=1
 	tail -n +"$((n + 1))" "$SB_DIR/log/daemon.log" | grep -q "scratch directories in memory" && rc=1
 	core_stop
@@ -467,8 +492,8 @@ now_ms() {
 	sb_shim_links when
 	run -127 --separate-stderr as_t 30 "$SB_ALICE" when +%Y
 
-	as_t 30 "$SB_ALICE" sh -c "sleep 2; echo survived; : $m" >"$T/inflight.out" 2>&1 3>&- &
-	local bg=$!
+	# The request in flight (held) is still running across the reload.
+	held "$T/inflight.out" "$T/inflight.err" "$m" 'echo survived;'
 	pid_of "$SB_RUNNER" "$m" >/dev/null
 	sb_json_edit "$SB_CONFIG" 'c["tools"]["when"] = {"path": "/bin/date", "rules": [{"allow": ["+%Y"]}]}'
 	sb_json_edit "$SB_DIR/etc/sessions.d/alice.json" 'c["tools"].append("when")'
@@ -478,14 +503,12 @@ now_ms() {
 	[ "$status" -eq 0 ]
 	[ "$output" = "$(date +%Y)" ]
 	# Still on the old config: the running request is unaffected.
-	kill -0 "$bg"
-	wait "$bg"
+	kill -0 "$HELD_PID"
+	release
 	[ "$(cat "$T/inflight.out")" = survived ]
+	[ ! -s "$T/inflight.err" ]
 
-	cp -p "$T/config.orig" "$SB_CONFIG"
-	cp -p "$T/alice.orig" "$SB_DIR/etc/sessions.d/alice.json"
-	line=$(sb_reload)
-	[[ $line == *'"ok":true'* ]]
+	restore_config
 	run -127 as_t 30 "$SB_ALICE" when +%Y
 }
 
@@ -512,9 +535,7 @@ now_ms() {
 	# The old policy still holds, too.
 	run as_t 30 "$SB_ALICE" sh -c 'rm x'
 	[ "$status" -eq 126 ]
-	cp -p "$T/config.orig" "$SB_CONFIG"
-	line=$(sb_reload)
-	[[ $line == *'"ok":true'* ]]
+	restore_config
 }
 
 @test "shimbridged --check: ok on the good config; exit 1 naming file and location on broken ones" {
@@ -603,7 +624,7 @@ perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 @test "malformed: a header announcing 16 MiB gets ERROR protocol before any payload" {
 	local n fds0
 	n=$(grep -c '"event":"allowed"' "$SB_AUDIT")
-	fds0=$(sb_daemon_fds)
+	fds0=$(sb_daemon_fds_settled)
 	malformed hello header=0x02,0x1000000 read read
 	[ "${lines[0]}" = "$hello_line" ]
 	[ "${lines[1]}" = "$(perr 'frame too large')" ]
@@ -612,16 +633,16 @@ perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 	[ "${lines[0]}" = "$(perr 'frame too large')" ]
 	[ "${lines[1]}" = EOF ]
 	after_malformed 'frame too large' "$n"
-	sb_wait_for 2 eval '[ "$(sb_daemon_fds)" -eq "$fds0" ]'
+	sb_wait_for 5 eval '[ "$(sb_daemon_fds)" -eq "$fds0" ]'
 }
 
 @test "malformed: a truncated frame then close frees the connection; the daemon keeps serving" {
 	local fds0
-	fds0=$(sb_daemon_fds)
+	fds0=$(sb_daemon_fds_settled)
 	malformed hello header=0x02,100 'bytes={"op":"run"' close
 	[ "${#lines[@]}" -eq 0 ]
 	malformed 'bytes=\x00\x00' close
-	sb_wait_for 2 eval '[ "$(sb_daemon_fds)" -eq "$fds0" ]'
+	sb_wait_for 5 eval '[ "$(sb_daemon_fds)" -eq "$fds0" ]'
 	run as_t 30 "$SB_ALICE" sh -c 'echo alive'
 	[ "$output" = alive ]
 }

@@ -170,7 +170,7 @@ io_of() {
 	local m=mk-in-$RANDOM base cat_pid shim
 	f_config
 	f_start
-	base=$(sb_daemon_fds)
+	base=$(sb_daemon_fds_settled)
 	(head -c 20000000000 /dev/zero | as_t 60 "$SB_ALICE" sh -c "cat >/dev/null; : $m") >/dev/null 2>&1 3>&- &
 	local bg=$!
 	pid_of "$SB_RUNNER" "$m" >/dev/null
@@ -180,7 +180,7 @@ io_of() {
 	shim=$(pid_of "$SB_ALICE" "$m")
 	kill -KILL "$shim"
 	sb_wait_for 1 sb_no_runner
-	sb_wait_for 2 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
+	sb_wait_for 5 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
 	wait "$bg" || true
 	sb_audit_grep "r['event'] == 'peer-gone' and r['argv'][-1].endswith('$m')" >/dev/null
 }
@@ -189,7 +189,7 @@ io_of() {
 	local m=mk-out-$RANDOM base yes_pid shim
 	f_config
 	f_start
-	base=$(sb_daemon_fds)
+	base=$(sb_daemon_fds_settled)
 	as_t 60 "$SB_ALICE" sh -c "yes flood; : $m" >/dev/null 2>&1 3>&- &
 	local bg=$!
 	pid_of "$SB_RUNNER" "$m" >/dev/null
@@ -200,7 +200,7 @@ io_of() {
 	sb_wait_for 5 eval '[ "$(io_of "$yes_pid" wchar)" -gt 10000000 ]'
 	kill -KILL "$shim"
 	sb_wait_for 1 sb_no_runner
-	sb_wait_for 2 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
+	sb_wait_for 5 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
 	wait "$bg" || true
 	sb_audit_grep "r['event'] == 'done' and r['argv'][-1].endswith('$m') and r['killed'] == 'peer-gone'" >/dev/null
 }
@@ -209,7 +209,7 @@ io_of() {
 	local base t0 t1 i c0 c1 timed_out='ERROR {"code":"protocol","message":"handshake timed out"}'
 	f_config '{"handshake_timeout": 2}'
 	f_start
-	base=$(sb_daemon_fds)
+	base=$(sb_daemon_fds_settled)
 	rp() { as_t 30 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --timeout 10 "$@"; }
 	t0=$(now_ms)
 	rp read read >"$T/silent.out" 2>&1 3>&- &
@@ -242,7 +242,7 @@ io_of() {
 	[ "$(tail -n 2 "$T/hello.out")" = "$(printf '%s\nEOF' "$timed_out")" ]
 	# The 40 idle connections are closed by the daemon while their peer still holds them.
 	kill -0 "$p4"
-	sb_wait_for 2 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
+	sb_wait_for 5 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
 	wait "$p4"
 	[ "$(sb_audit_grep "r['event'] == 'protocol-error' and r['reason'] == 'handshake timed out'" | wc -l)" -ge 43 ]
 }
@@ -279,49 +279,64 @@ io_of() {
 	sb_wait_for 1 sb_no_runner
 }
 
-@test "1000 concurrent connections each running sleep 2 all succeed; RSS and fds measured" {
-	local d=$T/c1000 i bad=0 rss0 fds0 t0 t1 peak_rss=0 peak_fds=0 peak_run=0 r f n
+@test "1000 concurrent connections, all in flight at once, all succeed; RSS and fds measured" {
+	local d=$T/c1000 i bad=0 rss0 fds0 t0 t1 t2 peak_rss=0 peak_fds=0 peak_run=0 r f n gate last_n=0 last_t=$SECONDS
 	f_config '{"max_connections": 2000, "max_per_session": 2000}'
 	# 65536 fds, or the hard limit when lower (a container without CAP_SYS_RESOURCE).
 	local nofile=$(( $(ulimit -Hn) < 65536 ? $(ulimit -Hn) : 65536 ))
 	f_start "$nofile:$nofile"
 	rss0=$(sb_daemon_rss)
-	fds0=$(sb_daemon_fds)
+	fds0=$(sb_daemon_fds_settled)
 	rm -rf "$d"
 	mkdir -p "$d"
 	chown "$SB_ALICE" "$d"
+	# Every call's stdin is one FIFO, held open here: each child waits in `read`
+	# until the FIFO is closed, so all 1000 are in flight together however slowly
+	# the machine starts them.
+	mkfifo -m 600 "$d/gate"
+	chown "$SB_ALICE" "$d/gate"
+	exec {gate}<>"$d/gate"
 	t0=$(now_ms)
-	as_t 120 "$SB_ALICE" bash -c 'd=$1
+	as_t 200 "$SB_ALICE" bash -c 'd=$1
 		for i in $(seq 1000); do
-			(sh -c "sleep 2; echo \$0" "n$i" >"$d/out.$i" 2>"$d/err.$i"; echo $? >"$d/rc.$i") &
+			(sh -c "read _; echo \$0" "c1k$i" <"$d/gate" >"$d/out.$i" 2>"$d/err.$i"; echo $? >"$d/rc.$i") &
 		done
-		wait' _ "$d" 3>&- &
+		wait' _ "$d" 3>&- {gate}>&- &
 	local bg=$!
 	while kill -0 "$bg" 2>/dev/null; do
 		r=$(sb_daemon_rss)
 		f=$(sb_daemon_fds)
-		n=$(pgrep -c -u "$SB_RUNNER" -x sleep || true)
+		n=$(pgrep -c -u "$SB_RUNNER" -f '^sh -c read _; echo \$0 c1k' || true)
 		[ "$r" -gt "$peak_rss" ] && peak_rss=$r
 		[ "$f" -gt "$peak_fds" ] && peak_fds=$f
 		[ "$n" -gt "$peak_run" ] && peak_run=$n
+		# All in flight, or no new one for 30 s (a call failed: let the rest end).
+		[ "$n" -gt "$last_n" ] && last_n=$n last_t=$SECONDS
+		if [ -n "$gate" ] && { [ "$n" -ge 1000 ] || [ $((SECONDS - last_t)) -ge 30 ]; }; then
+			t1=$(now_ms)
+			exec {gate}>&-
+			gate=
+		fi
 		sleep 0.2
 	done
+	[ -z "$gate" ] || exec {gate}>&-
 	wait "$bg"
-	t1=$(now_ms)
+	t2=$(now_ms)
 	# read, not $(cat): no process per file (this loop ran 3,000 of them).
 	local rc out
 	for i in $(seq 1000); do
 		rc= out=
 		read -r rc <"$d/rc.$i" 2>/dev/null
 		read -r out <"$d/out.$i" 2>/dev/null
-		if [ "$rc" != 0 ] || [ "$out" != "n$i" ] || [ -s "$d/err.$i" ]; then
+		if [ "$rc" != 0 ] || [ "$out" != "c1k$i" ] || [ -s "$d/err.$i" ]; then
 			[ "$bad" -lt 5 ] && echo "call $i: rc $rc out $out err $(cat "$d/err.$i")" >&2
 			bad=$((bad + 1))
 		fi
 	done
-	echo "# 1000 x sleep 2: $((t1 - t0)) ms; daemon rss $rss0 -> peak $peak_rss KiB; fds $fds0 -> peak $peak_fds; peak $peak_run sleeps at once; $bad failed" >&3
+	echo "# 1000 calls: all in flight after ${t1:+$((t1 - t0))} ms, done $((t2 - ${t1:-t0})) ms later; daemon rss $rss0 -> peak $peak_rss KiB; fds $fds0 -> peak $peak_fds; peak $peak_run children at once; $bad failed" >&3
+	[ "$peak_run" -eq 1000 ]
 	[ "$bad" -eq 0 ]
-	sb_wait_for 3 eval '[ "$(sb_daemon_fds)" -eq "$fds0" ]'
+	sb_wait_for 5 eval '[ "$(sb_daemon_fds)" -eq "$fds0" ]'
 	echo "# after: rss $(sb_daemon_rss) KiB, fds $(sb_daemon_fds)" >&3
 }
 
@@ -387,7 +402,7 @@ concurrent() {
 	f_config
 	f_start
 	as_t 60 "$SB_ALICE" bash -c 'for i in $(seq 50); do sh -c ":"; done'
-	fds0=$(sb_daemon_fds)
+	fds0=$(sb_daemon_fds_settled)
 	rss0=$(sb_daemon_rss)
 	done0=$(grep -c '"event":"done"' "$SB_AUDIT")
 	t0=$(now_ms)
@@ -416,7 +431,7 @@ concurrent() {
 	# Only the soft limit: children raise theirs to 1024, which needs the hard limit
 	# to allow it unless the daemon has CAP_SYS_RESOURCE (containers often do not).
 	f_start "64:$(ulimit -Hn)"
-	base=$(sb_daemon_fds)
+	base=$(sb_daemon_fds_settled)
 	as_t 30 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --hold 120 4 >"$T/hold.out" 2>&1 3>&- &
 	local hold=$!
 	sb_wait_for 5 grep -q 'held 120' "$T/hold.out"

@@ -477,6 +477,22 @@ sb_daemon_fds() {
 	echo $((n - w))
 }
 
+# sb_daemon_fds once it has read the same three times 100 ms apart (5 s at most): a
+# baseline. While the pool builds a jail the daemon holds its control socket before
+# the jail shows as such, so a single reading may count one descriptor too many.
+sb_daemon_fds_settled() {
+	local a b c i
+	a=$(sb_daemon_fds)
+	b=-1 c=-2
+	for i in $(seq 50); do
+		sleep 0.1
+		c=$b b=$a
+		a=$(sb_daemon_fds)
+		[ "$a" = "$b" ] && [ "$b" = "$c" ] && break
+	done
+	echo "$a"
+}
+
 # RSS of the daemon in KiB.
 sb_daemon_rss() {
 	awk '/^VmRSS:/ {print $2}' "/proc/$SB_PID/status"
