@@ -8,7 +8,9 @@
  *	noop			exit 0 at once
  *	noop SOCKET		connect to SOCKET, write a byte, read it back, exit 0
  *	noop --serve SOCKET	listen on SOCKET (mode 0666) and echo one byte to each
- *				connection, one after the other, until killed
+ *				connection, one after the other, until killed (or
+ *				until accept fails for another reason than a signal
+ *				or an aborted connection)
  *
  * Any failure exits 1.
  */
@@ -16,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -46,8 +49,11 @@ noop_serve(const char *path)
 	    listen(l, 64) != 0)
 		return 1;
 	for (;;) {
-		if ((c = accept4(l, NULL, NULL, SOCK_CLOEXEC)) == -1)
-			continue;
+		if ((c = accept4(l, NULL, NULL, SOCK_CLOEXEC)) == -1) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return 1;	/* anything else would only repeat */
+		}
 		if (read(c, &b, 1) == 1)
 			(void)write(c, &b, 1);
 		close(c);

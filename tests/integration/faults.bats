@@ -218,7 +218,7 @@ io_of() {
 	local p2=$!
 	rp hello read read >"$T/hello.out" 2>&1 3>&- &
 	local p3=$!
-	as_t 30 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --hold 40 6 >"$T/hold.out" 2>&1 3>&- &
+	as_t 60 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --hold 40 30 >"$T/hold.out" 2>&1 3>&- &
 	local p4=$!
 	sb_wait_for 5 grep -q 'held 40' "$T/hold.out"
 	# Normal calls are served promptly while the slow peers hang on.
@@ -233,7 +233,9 @@ io_of() {
 	run as_t 10 "$SB_BOB" sh -c 'echo bob'
 	[ "$output" = bob ]
 	wait "$p1" "$p2" "$p3"
-	t1=$(now_ms)
+	# When the last of the three saw its connection closed (its output's last write).
+	t1=$(stat -c '%.3Y' "$T/silent.out" "$T/drip.out" "$T/hello.out" | tr -d . | sort -n | tail -n 1)
+	echo "# slow peers dropped after $((t1 - t0)) ms (handshake_timeout 2 s)" >&3
 	[ $((t1 - t0)) -ge 1900 ]
 	[ $((t1 - t0)) -le 5000 ]
 	[ "$(cat "$T/silent.out")" = "$(printf '%s\nEOF' "$timed_out")" ]
@@ -243,7 +245,7 @@ io_of() {
 	# The 40 idle connections are closed by the daemon while their peer still holds them.
 	kill -0 "$p4"
 	sb_wait_for 5 eval '[ "$(sb_daemon_fds)" -eq "$base" ]'
-	wait "$p4"
+	sb_kill_bg "$p4"
 	[ "$(sb_audit_grep "r['event'] == 'protocol-error' and r['reason'] == 'handshake timed out'" | wc -l)" -ge 43 ]
 }
 
@@ -253,7 +255,7 @@ io_of() {
 	f_start
 	rss0=$(sb_daemon_rss)
 	as_t 60 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" hello "run=[\"sh\", \"-c\", \"yes 0123456789abcdef; : $m\"]" \
-		sleep=8 close >"$T/nr.out" 2>&1 3>&- &
+		sleep=60 close >"$T/nr.out" 2>&1 3>&- &
 	local bg=$!
 	yes_pid=$(pid_of "$SB_RUNNER" '^yes 0123456789abcdef$')
 	sleep 1.5
@@ -275,8 +277,9 @@ io_of() {
 	rss1=$(sb_daemon_rss)
 	echo "# rss: $rss0 KiB idle, $rss1 KiB with a non-reading peer (its child wrote $w1 bytes, then blocked)" >&3
 	[ $((rss1 - rss0)) -lt 51200 ]
-	wait "$bg"
-	sb_wait_for 1 sb_no_runner
+	# The peer goes: its child goes with it.
+	sb_kill_bg "$bg"
+	sb_wait_for 5 sb_no_runner
 }
 
 @test "1000 concurrent connections, all in flight at once, all succeed; RSS and fds measured" {
@@ -340,24 +343,35 @@ io_of() {
 	echo "# after: rss $(sb_daemon_rss) KiB, fds $(sb_daemon_fds)" >&3
 }
 
-# concurrent N USER SECONDS: N shims at once, each sleeping SECONDS; rc.i / err.i in $T/conc.
+# concurrent N USER: N shims at once, each child waiting in `read` on a FIFO held
+# open here; once every call is answered (refused ones have exited, admitted ones
+# have their child waiting), the FIFO is closed and all end. rc.i / err.i in $T/conc.
 concurrent() {
-	local d=$T/conc
+	local d=$T/conc g bg conc_n=$1	# not "n": sb_wait_for has its own
 	rm -rf "$d"
 	mkdir -p "$d"
 	chown "$2" "$d"
-	as_t 60 "$2" bash -c 'd=$1 s=$3
+	mkfifo -m 600 "$d/gate"
+	chown "$2" "$d/gate"
+	exec {g}<>"$d/gate"
+	as_t 60 "$2" bash -c 'd=$1
 		for i in $(seq "$2"); do
-			(sh -c "sleep $s" >/dev/null 2>"$d/err.$i"; echo $? >"$d/rc.$i") &
+			(sh -c "read _; :" <"$d/gate" >/dev/null 2>"$d/err.$i"; echo $? >"$d/rc.$i") &
 		done
-		wait' _ "$d" "$1" "$3"
+		wait' _ "$d" "$1" 3>&- {g}>&- &
+	bg=$!
+	sb_wait_for 30 eval '[ $(( $(find "$d" -name "rc.*" | wc -l) +
+	    $(pgrep -c -u "$SB_RUNNER" -f "^sh -c read _; :\$" || true) )) -ge "$conc_n" ]' ||
+		echo "not all $conc_n calls were answered within 30 s" >&2
+	exec {g}>&-
+	wait "$bg"
 }
 
 @test "beyond limits: max_per_session 5 and 10 at once -> 5 run, 5 get 121 busy; max_connections likewise" {
 	local d=$T/conc
 	f_config '{"max_per_session": 5}'
 	f_start
-	concurrent 10 "$SB_ALICE" 3
+	concurrent 10 "$SB_ALICE"
 	[ "$(grep -lx 0 "$d"/rc.* | wc -l)" -eq 5 ]
 	[ "$(grep -lx 121 "$d"/rc.* | wc -l)" -eq 5 ]
 	for f in $(grep -lx 121 "$d"/rc.*); do
@@ -370,7 +384,7 @@ concurrent() {
 
 	f_config '{"max_connections": 4, "max_per_session": 100}'
 	f_start
-	concurrent 8 "$SB_ALICE" 3
+	concurrent 8 "$SB_ALICE"
 	[ "$(grep -lx 0 "$d"/rc.* | wc -l)" -eq 4 ]
 	[ "$(grep -lx 121 "$d"/rc.* | wc -l)" -eq 4 ]
 	for f in $(grep -lx 121 "$d"/rc.*); do
@@ -385,7 +399,7 @@ concurrent() {
 	f_config '{"max_per_session": 2}'
 	f_start
 	n0=$(sb_audit_grep "$q" | wc -l || true)
-	concurrent 4 "$SB_ALICE" 2
+	concurrent 4 "$SB_ALICE"
 	[ "$(grep -lx 121 "$T/conc"/rc.* | wc -l)" -eq 2 ]
 	n1=$(sb_audit_grep "$q" | wc -l || true)
 	[ $((n1 - n0)) -eq 2 ] || { echo "$((n1 - n0)) audit lines for 2 busy refusals" >&2; false; }

@@ -816,19 +816,26 @@ EOF
 
 @test "operations on one mirror wait for its lock" {
 	clone
-	flock "$MIRROR.lock" sh -c 'touch "$1"; sleep 1.5' _ "$W/held" 3>&- &
+	# The holder keeps the lock until the FIFO on its stdin is closed here; the
+	# fetch must say it waits, still be waiting, and succeed once let go.
+	local hold fetcher
+	mkfifo "$W/hold"
+	exec {hold}<>"$W/hold"
+	flock "$MIRROR.lock" sh -c 'touch "$1"; read _ || :' _ "$W/held" <"$W/hold" 3>&- {hold}>&- &
 	holder=$!
-	for _ in $(seq 100); do
-		[ -e "$W/held" ] && break
-		sleep 0.02
-	done
-	start=$(date +%s%N)
-	cgit -C "$W/c" fetch origin
-	end=$(date +%s%N)
-	wait $holder
-	[ "$status" -eq 0 ]
-	[[ "$output" == *"shimbridge: waiting for another git operation on this repository"* ]]
-	[ $(((end - start) / 1000000)) -ge 1000 ]
+	sb_wait_for 30 test -e "$W/held"
+	git -c protocol.ext.allow=always -C "$W/c" fetch origin >"$W/fetch.out" 2>&1 3>&- {hold}>&- &
+	fetcher=$!
+	sb_wait_for 30 grep -q "shimbridge: waiting for another git operation on this repository" \
+	    "$W/fetch.out" || { cat "$W/fetch.out" >&2; false; }
+	sleep 0.5
+	kill -0 "$fetcher"
+	exec {hold}>&-
+	wait "$holder"
+	status=0
+	wait "$fetcher" || status=$?
+	cat "$W/fetch.out" >>"$CLIENT_LOG"
+	[ "$status" -eq 0 ] || { cat "$W/fetch.out" >&2; false; }
 
 	# While upload-pack serves, the lock is held shared: readers may enter, writers wait.
 	mkfifo "$W/in"

@@ -288,14 +288,19 @@ ro" ]
 	# Without CAP_SYS_PTRACE too, the daemon holds a running call's mount namespace
 	# (its init sends it with READY), so the jail's unmounting waits until the call
 	# has been answered.
-	local m=mk-ns-$RANDOM tool ns
-	as_t 30 "$SB_ALICE" sh -c "sleep 4; : $m" >/dev/null 2>&1 3>&- &
+	# The call waits in `read` on a FIFO held open here: in flight however slow the machine.
+	local m=mk-ns-$RANDOM tool ns gate
+	rm -f "$SB_DIR/gate"
+	mkfifo -m 600 "$SB_DIR/gate"
+	as_t 60 "$SB_ALICE" sh -c "read _; : $m" <"$SB_DIR/gate" >/dev/null 2>&1 3>&- &
 	local bg=$!
-	sb_wait_for 5 eval "pgrep -u $RUN_A -f -- 'sleep 4; : $m' >/dev/null"
-	tool=$(pgrep -u "$RUN_A" -f -- "sleep 4; : $m" | head -n 1)
+	exec {gate}>"$SB_DIR/gate"
+	sb_wait_for 15 eval "pgrep -u $RUN_A -f -- 'read _; : $m' >/dev/null"
+	tool=$(pgrep -u "$RUN_A" -f -- "read _; : $m" | head -n 1)
 	ns=$(readlink "/proc/$tool/ns/mnt")
 	[ "$ns" != "$(readlink "/proc/$SB_PID/ns/mnt")" ]
 	for f in /proc/"$SB_PID"/fd/*; do readlink "$f"; done | grep -qxF "$ns"
+	exec {gate}>&-
 	wait "$bg"
 	# The negative control: without CAP_SYS_ADMIN no jail can be built, and the
 	# call is refused with the reason (this is what the unit granted before).

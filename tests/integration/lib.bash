@@ -629,6 +629,13 @@ as_t() {
 		LANG=C.UTF-8 "$@")
 }
 
+# sb_kill_bg PID: end a background `as_t ... &` job: SIGTERM to its timeout (the
+# job's child), which passes it on to the command; then reap the job.
+sb_kill_bg() {
+	pkill -TERM -P "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
 # Retry CMD... every 50 ms until it succeeds or SECONDS (may be fractional) pass.
 sb_wait_for() {
 	local n
