@@ -336,20 +336,23 @@ print(s.recv(65536).decode("latin-1"))' "$port" "$SB_DIR/gitauth"
 @test "stopping the injector with a request in flight: audited with status 0, freed cleanly" {
 	local d=$SB_DIR/hang port
 	mkdir -p "$d"
-	# An upstream that accepts and never answers.
-	"$PY" -c 'import socket, time
+	# An upstream that accepts (saying so in $d/accepted) and never answers.
+	"$PY" -c 'import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(5)
-print(s.getsockname()[1], flush=True); time.sleep(60)' >"$d/port" </dev/null 2>/dev/null 3>&- &
+print(s.getsockname()[1], flush=True)
+c, _ = s.accept(); open(sys.argv[1], "w").close(); time.sleep(60)' "$d/accepted" \
+		>"$d/port" </dev/null 2>/dev/null 3>&- &
 	echo $! >"$d/blackhole.pid"
 	sb_wait_for 10 test -s "$d/port"
 	port=$(cat "$d/port")
 	inj_start hang --upstream "http://127.0.0.1:$port" --host h --placeholder "$PH" --repo "$REPO"
 	"$PY" -c 'import socket, sys, time
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-s.sendall(b"GET /api/v3/user HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"); time.sleep(3)' \
+s.sendall(b"GET /api/v3/user HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"); time.sleep(60)' \
 		"$SB_DIR/hang.sock" </dev/null 3>&- &
 	echo $! >"$d/client.pid"
-	sleep 1
+	# In flight: the injector has passed the request on and waits for the answer.
+	sb_wait_for 15 test -e "$d/accepted"
 	kill -TERM "$(cat "$SB_DIR/hang.injpid")"
 	sb_wait_for 10 eval "! kill -0 $(cat "$SB_DIR/hang.injpid") 2>/dev/null"
 	kill "$(cat "$d/blackhole.pid")" "$(cat "$d/client.pid")" 2>/dev/null || true
