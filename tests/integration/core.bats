@@ -87,6 +87,8 @@ setup() {
 # After every test: nothing of the runner left, the daemon alive.
 teardown() {
 	local rc=0
+	# A held call the failed test did not release ends now.
+	[ -z "${HELD_FD:-}" ] || { exec {HELD_FD}>&-; HELD_FD=; }
 	if [ -e "$T/config.orig" ]; then
 		echo "the test left the config changed; restoring it" >&2
 		restore_config || rc=1
@@ -128,6 +130,7 @@ held() {
 # release: let the held call end; its harness's status.
 release() {
 	exec {HELD_FD}>&-
+	HELD_FD=
 	wait "$HELD_PID"
 }
 
