@@ -129,15 +129,20 @@ status_shows_fp() {
 	echo "$output" | grep -q "github (session alice): token $fpa, expires 20..-..-..T..:..:..Z, repositories octo/repo, permissions contents:write"
 }
 
+# list_shows_fp: `secret list --json` names alice's newest token (the same race).
+list_shows_fp() {
+	fpa=$(ghm_fp alice)
+	run --separate-stderr "$SB_BUILD/shimbridge" -c "$SB_CONFIG" secret list --json
+	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+	echo "$output" | "$PY" -c 'import json,sys; l=json.load(sys.stdin); assert {(x["session"], x["fingerprint"]) for x in l if x.get("source")=="github_app"} >= {("alice", sys.argv[1])}, l' "$fpa"
+}
+
 @test "status and secret list show each session's token by fingerprint, never the token" {
 	sb_wait_for 5 status_shows_fp
 	[[ "$output" != *ghs_* ]]
 	run --separate-stderr "$SB_BUILD/shimbridge" -c "$SB_CONFIG" status --json
 	echo "$output" | "$PY" -c 'import json,sys; s=json.load(sys.stdin); a=[x for x in s["sessions"] if x["name"]=="alice"][0]["github_app"][0]; assert a["secret"]=="github" and a["last_result"]=="ok" and a["repositories"]==["octo/repo"], a'
-	fpa=$(ghm_fp alice)
-	run --separate-stderr "$SB_BUILD/shimbridge" -c "$SB_CONFIG" secret list --json
-	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-	echo "$output" | "$PY" -c 'import json,sys; l=json.load(sys.stdin); assert {(x["session"], x["fingerprint"]) for x in l if x.get("source")=="github_app"} >= {("alice", sys.argv[1])}, l' "$fpa"
+	sb_wait_for 5 list_shows_fp
 	[[ "$output" != *ghs_* ]]
 }
 
@@ -264,8 +269,9 @@ ghm_other_mints() {
 
 @test "stopping the daemon revokes every live token" {
 	sb_wait_for 30 eval "as $SB_ALICE gh api repos/octo/repo >/dev/null 2>&1"
+	# The newest token, once the fake has it live (a refresh may be under way).
+	sb_wait_for 10 eval '[ "$(ghm_fake_state "$(ghm_fp alice)")" = live ]'
 	fpa=$(ghm_fp alice)
-	[ "$(ghm_fake_state "$fpa")" = live ]
 	touch "$SB_DIR/stopped"
 	kill -TERM "$SB_PID"
 	sb_wait_for 10 eval "! kill -0 $SB_PID 2>/dev/null"
