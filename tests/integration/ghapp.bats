@@ -413,9 +413,10 @@ since() {
 	done
 	# The fake logged each revocation, with the token's own credential.
 	jq -e -s '[.[] | select(.app_event == "revoke" and .status == 204)] | length >= 6' "$FAKEGH_LOG"
-	# The audit names each mint, refresh and revocation by the bridge's fingerprint.
+	# The audit names each mint, refresh and revocation by the bridge's fingerprint (a
+	# refresh the fake has answered may still be on its way into the audit: wait for it).
 	for f in $(fps alpha | tail -n 3); do
-		grep -q "\"fingerprint\":\"$(bfp "$(tok "$f")")\"" "$SB_AUDIT" ||
+		sb_wait_for 10 grep -q "\"fingerprint\":\"$(bfp "$(tok "$f")")\"" "$SB_AUDIT" ||
 			{ echo "no audit record for token $f" >&2; return 1; }
 	done
 	sb_audit_grep 'r.get("event") == "github_app" and r.get("action") == "refresh" and r.get("result") == "ok"' >/dev/null
