@@ -40,15 +40,18 @@ obj   = $(patsubst %.c,$(B)/o/%.o,$(1))
 sobj  = $(patsubst %.c,$(B)/san/obj/%.o,$(1))
 fobj  = $(patsubst %.c,$(B)/fuzz/%.o,$(1))
 
-PROGS      := $(B)/shimbridged $(B)/shimbridge $(B)/shimbridge-git $(B)/shim $(B)/shimbridge-jail
+# No jail's init on macOS (Darwin: see the shim's flags below).
+UNAME_S    := $(shell uname -s)
+JAILPROG   := $(if $(filter Darwin,$(UNAME_S)),,$(B)/shimbridge-jail)
+PROGS      := $(B)/shimbridged $(B)/shimbridge $(B)/shimbridge-git $(B)/shim $(JAILPROG)
 SANPROGS   := $(B)/san/shimbridged $(B)/san/shim $(B)/san/shimbridge-git $(B)/san/shimbridge \
-	      $(B)/san/shimbridge-jail
+	      $(if $(JAILPROG),$(B)/san/shimbridge-jail)
 UNITS      := $(patsubst tests/unit/%.c,$(B)/unit/%,$(UNIT_SRC))
 SANUNITS   := $(patsubst tests/unit/%.c,$(B)/unit-san/%,$(UNIT_SRC))
 FUZZERS    := $(patsubst tests/fuzz/%.c,$(B)/fuzzers/%,$(FUZZ_SRC))
 BENCHES    := $(patsubst bench/%.c,$(B)/bench/%,$(BENCH_SRC)) $(B)/bench/noop
 
-.PHONY: all test unit integration fuzz fuzz-build bench demo install uninstall clean san valgrind check-scripts \
+.PHONY: all test unit integration fuzz fuzz-build bench demo install uninstall clean san valgrind check-scripts portcheck \
 	deps deps-shim deps-test deps-fuzz tools
 
 # Dependencies, checked before anything is compiled, so a machine without them gets one
@@ -62,6 +65,25 @@ DEP_BUILD_CMD   := $(CC):build-essential
 DEP_SHIM_CMD    := $(MUSLCC):musl-tools
 DEP_TEST_PC     := cmocka:libcmocka-dev
 DEP_FUZZ_CMD    := $(CLANG):clang
+
+# The shim and the jail's init: static and musl on Linux. macOS (Darwin) is built in
+# principle, not tested here (README, "macOS"; `make portcheck` is what CI runs in its
+# stead): no static libc there, so the shim is a small ordinary binary; no jail (its
+# init is Linux-only and the daemon refuses to start without --no-jail); the libraries
+# from pkg-config (Homebrew's), and the linker's own hardening (PIE by default, no RELRO).
+SHIM_CC    := $(MUSLCC)
+SHIM_LINK  := -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s
+SHIM_DEFS  := -DSHIMBRIDGE_SHIM_MALLOC
+ifeq ($(UNAME_S),Darwin)
+SHIM_CC    := $(CC)
+SHIM_LINK  := -Wl,-dead_strip
+SHIM_DEFS  :=
+DEP_SHIM_CMD :=
+LDHARDEN   :=
+BASECFLAGS += $(shell $(PKG_CONFIG) --cflags libevent libevent_openssl libssl jansson libsodium libcurl)
+LIBS       := $(shell $(PKG_CONFIG) --libs libevent libevent_openssl libssl jansson libsodium)
+ADMIN_LIBS := $(shell $(PKG_CONFIG) --libs libcurl)
+endif
 # $(call dep_missing,PC-ENTRIES,CMD-ENTRIES): the Debian packages of the missing entries.
 HASH := \#
 dep_missing = $(strip $(shell { pc='$(PKG_CONFIG)'; \
@@ -123,9 +145,9 @@ $(B)/shimbridge-git: $(call obj,$(GIT_SRC)) $(B)/libshimbridge.a
 SHIM_COMMON := common/frame.c common/jsonw.c common/proto.c common/util.c
 $(B)/shim: $(SHIM_SRC) $(SHIM_COMMON) $(HDRS) | deps-shim
 	@mkdir -p $(B)
-	$(MUSLCC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -DSHIMBRIDGE_SHIM -DSHIMBRIDGE_SHIM_MALLOC \
+	$(SHIM_CC) -std=c11 -D_GNU_SOURCE -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -DSHIMBRIDGE_SHIM $(SHIM_DEFS) \
 	  -Icommon $(WARN) \
-	  -Ishim -Os -static -ffunction-sections -fdata-sections -Wl,--gc-sections -s -o $@ $(SHIM_SRC) $(SHIM_COMMON)
+	  -Ishim -Os $(SHIM_LINK) -o $@ $(SHIM_SRC) $(SHIM_COMMON)
 
 # The jail's init (docs/JAIL.md): static, musl, small; exec'd by the daemon for every
 # jail, so it must start fast and hold nothing of the daemon. The sanitized daemon
@@ -149,10 +171,10 @@ $(B)/san/shim: $(call sobj,$(SHIM_SRC) $(SHIM_COMMON))
 	$(CC) $(SANFLAGS) -o $@ $^
 san: $(SANPROGS)
 
-$(B)/unit/%: $(call obj,tests/unit/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test $(B)/shimbridge-jail
+$(B)/unit/%: $(call obj,tests/unit/%.c) $(call obj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test $(JAILPROG)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LIBS) -lcmocka
-$(B)/unit-san/%: $(call sobj,tests/unit/%.c) $(call sobj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test $(B)/shimbridge-jail
+$(B)/unit-san/%: $(call sobj,tests/unit/%.c) $(call sobj,$(BRIDGE_SRC) $(COMMON_SRC)) | deps-test $(JAILPROG)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANFLAGS) -o $@ $^ $(LIBS) -lcmocka
 $(B)/fuzzers/%: $(call fobj,tests/fuzz/%.c) $(call fobj,$(BRIDGE_SRC) $(COMMON_SRC) $(filter-out gitserve/main.c,$(GIT_SRC)) admin/probehdr.c)
@@ -208,6 +230,23 @@ uninstall:
 
 clean:
 	rm -rf $(B)
+
+# macOS builds in principle: every source of the four programs compiled as a macOS build
+# would see it, against tests/port/darwin.h (__linux__ undefined, __APPLE__ defined, the
+# Linux-only calls and constants unusable, Darwin's own declared). Syntax and types
+# only: nothing is linked or run. The jail's init (jail/) is Linux-only and not built
+# there. tests/integration/build.bats runs it.
+PORT_SRC   := $(COMMON_SRC) $(BRIDGE_SRC) bridge/main.c $(SHIM_SRC) $(GIT_SRC) $(ADMIN_SRC)
+PORTFLAGS  := -std=c11 -D_DEFAULT_SOURCE -D_XOPEN_SOURCE=700 -U__linux__ -U__gnu_linux__ \
+	      -Ulinux -D__APPLE__ -DSHIMBRIDGE_VERSION=\"$(VERSION)\" -Itests/port/include \
+	      -include tests/port/darwin.h -Icommon -Ibridge -Ishim $(WARN)
+portcheck: | deps
+	@fail=0; for f in $(PORT_SRC) $(addprefix shim:,$(SHIM_SRC) $(SHIM_COMMON)); do \
+		case $$f in shim:*) f=$${f#shim:}; d=-DSHIMBRIDGE_SHIM ;; *) d= ;; esac; \
+		$(CC) $(PORTFLAGS) $$d -fsyntax-only $$f || \
+			{ echo "portcheck: $$f $$d does not build for macOS" >&2; fail=1; }; \
+	done; \
+	[ $$fail = 0 ] && echo "portcheck: $(words $(PORT_SRC) $(SHIM_SRC) $(SHIM_COMMON)) compilations for macOS passed (tests/port/darwin.h)"
 
 # The one place the version lives (debian/rules checks debian/changelog against it).
 print-version:

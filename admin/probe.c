@@ -7,50 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__APPLE__)
-#include <malloc/malloc.h>
-#define probe_usable(p)	malloc_size(p)
-#else
-#include <malloc.h>
-#define probe_usable(p)	malloc_usable_size(p)
-#endif
 
 #include <curl/curl.h>
 #include <sodium.h>
 
 #include "admin.h"
 #include "util.h"
+#include "wipe.h"
 
-/*
- * libcurl's allocator: the system's, except that every block is wiped before it
- * is freed, so the copies libcurl makes of the Authorization header (the header
- * list, the request it builds and sends) do not stay behind in freed memory.
- */
-static void
-probe_free(void *p)
-{
-	if (p == NULL)
-		return;
-	sodium_memzero(p, probe_usable(p));
-	free(p);
-}
-
-/* realloc for libcurl: a new block, the old one wiped and freed. */
-static void *
-probe_realloc(void *p, size_t n)
-{
-	size_t	 old;
-	void	*q;
-
-	if (p == NULL)
-		return malloc(n);
-	if ((q = malloc(n > 0 ? n : 1)) == NULL)
-		return NULL;
-	old = probe_usable(p);
-	memcpy(q, p, old < n ? old : n);
-	probe_free(p);
-	return q;
-}
 /* libcurl's header callback: one header line. */
 static size_t
 probe_header(char *buf, size_t size, size_t n, void *arg)
@@ -82,7 +46,12 @@ probe_get(const char *url, const char *authorization, const char *ca_file, long 
 
 	memset(r, 0, sizeof *r);
 	if (!inited) {
-		if (curl_global_init_mem(CURL_GLOBAL_DEFAULT, malloc, probe_free, probe_realloc,
+		/*
+		 * libcurl's allocator: the system's, with every block wiped before it is
+		 * freed, so the copies libcurl makes of the Authorization header (the
+		 * header list, the request it builds and sends) do not stay behind.
+		 */
+		if (curl_global_init_mem(CURL_GLOBAL_DEFAULT, malloc, wipe_free, wipe_realloc,
 		    strdup, calloc) != CURLE_OK) {
 			r->error = xstrdup("libcurl failed to initialise");
 			return -1;

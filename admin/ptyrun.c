@@ -21,6 +21,8 @@
 #include "admin.h"
 #include "util.h"
 
+extern char **environ;
+
 static int ptyrun_sigpipe[2] = { -1, -1 };
 
 /* Signal handler: hand the number to the loop. */

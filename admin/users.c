@@ -19,6 +19,8 @@
 #include "hygiene.h"
 #include "util.h"
 
+extern char **environ;
+
 /* Copy what we need of a passwd entry: getpwnam's storage is reused by the next call. */
 int
 users_lookup(const char *name, struct users_id *id)

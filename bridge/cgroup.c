@@ -311,7 +311,12 @@ cgroup_session_fd(const char *session, char **cause)
 		cgroup_list = s;
 	}
 	/* O_PATH is enough for CLONE_INTO_CGROUP. Above 2: fds 0-2 are the tool's stdio. */
+#if defined(__linux__)
 	fd = open(s->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+#else
+	fd = -1;		/* not reached: cgroup_init made no hierarchy */
+	errno = ENOSYS;
+#endif
 	if (fd >= 0 && fd <= 2) {
 		int hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 

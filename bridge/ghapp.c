@@ -1,6 +1,5 @@
 /* GitHub App installation tokens: JWT, request body, answers, schedule (see ghapp.h). */
 #include <ctype.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "log.h"
 #include "secret.h"
 #include "util.h"
+#include "wipe.h"
 
 /* API host: api.github.com for github.com, else the GHE host itself. */
 const char *
@@ -210,16 +210,6 @@ ghapp_signature(const struct secret_src *src, const struct session *s)
 	return sig;
 }
 
-/* free() that wipes the block first: jansson's copies of a token while it parses. */
-static void
-ghapp_free_wipe(void *p)
-{
-	if (p == NULL)
-		return;
-	sodium_memzero(p, malloc_usable_size(p));
-	free(p);
-}
-
 /* Seconds since the epoch of "YYYY-MM-DDTHH:MM:SSZ"; -1 if it is not that. */
 static time_t
 ghapp_parse_time(const char *s)
@@ -254,7 +244,7 @@ ghapp_parse_token(const unsigned char *body, size_t len, struct ghapp_token *t, 
 	}
 	/* The answer holds the token: every block jansson frees meanwhile is wiped. */
 	json_get_alloc_funcs(&om, &of);
-	json_set_alloc_funcs(malloc, ghapp_free_wipe);
+	json_set_alloc_funcs(malloc, wipe_free);
 	root = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, NULL);
 	if (!json_is_object(root)) {
 		*cause = xstrdup("the answer is not a JSON object");

@@ -19,7 +19,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +42,8 @@
 
 #include "inject.h"
 #include "pushcmd.h"
+#include "util.h"
+#include "wipe.h"
 
 #define INJECT_MAX_EXCHANGES	64		/* in flight per injector */
 #define INJECT_HIGH_WATER	(256 * 1024)	/* downstream bytes before upstream pauses */
@@ -136,34 +137,7 @@ static void	inject_resolve(struct exchange *);
 static void	inject_reap(struct exchange *);
 static void	inject_audit(struct exchange *, const char *);
 
-/* libevent's free with the block wiped first (request heads carry the credential). */
-static void
-inject_free_wipe(void *p)
-{
-	if (p == NULL)
-		return;
-	sodium_memzero(p, malloc_usable_size(p));
-	free(p);
-}
-
-/* libevent's realloc: a new block, the old one wiped and freed. */
-static void *
-inject_realloc_wipe(void *p, size_t n)
-{
-	size_t	 old;
-	void	*q;
-
-	if (p == NULL)
-		return malloc(n);
-	q = malloc(n == 0 ? 1 : n);
-	if (q == NULL)
-		return NULL;
-	old = malloc_usable_size(p);
-	memcpy(q, p, old < n ? old : n);
-	inject_free_wipe(p);
-	return q;
-}
-
+/* libevent's allocator: every block wiped before it is freed (request heads hold the credential). */
 void
 inject_memory_init(void)
 {
@@ -172,7 +146,7 @@ inject_memory_init(void)
 	if (done)
 		return;
 	done = 1;
-	event_set_mem_functions(malloc, inject_realloc_wipe, inject_free_wipe);
+	event_set_mem_functions(malloc, wipe_realloc, wipe_free);
 }
 
 /*

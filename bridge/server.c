@@ -11,9 +11,11 @@
 #include <sys/wait.h>
 
 #include <dirent.h>
+#if defined(__linux__) && defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -429,8 +431,10 @@ server_run(struct config *cfg, struct keyring *kr, const char *config_path, char
 	 * rate: without these, glibc hands them back to the kernel (brk shrink or
 	 * munmap) after each use and every byte relayed pays a page fault.
 	 */
+#if defined(__linux__) && defined(__GLIBC__)
 	(void)mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
 	(void)mallopt(M_TRIM_THRESHOLD, 16 * 1024 * 1024);
+#endif
 	if (platform_harden_self() != 0)
 		log_warnx("cannot make the daemon non-dumpable: %s", strerror(errno));
 	if (platform_subreaper() != 0)

@@ -1,5 +1,4 @@
 /* Child processes: building their environment and running them as the runner. */
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -8,6 +7,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #if defined(__linux__)
+#include <sys/prctl.h>
 #include <linux/sched.h>
 #endif
 
@@ -192,6 +192,7 @@ spawn_setup(const struct proc_req *pr, void *arg)
 	return NULL;
 }
 
+#if defined(__linux__)
 /* The jail's init program (shimbridge-jail), opened once (spawn_jail_find). */
 static int	spawn_init_fd = -1;
 
@@ -1032,20 +1033,6 @@ out:
 	return rc;
 }
 
-/* Map a jail init's 128+N exit back to "killed by N". */
-int
-spawn_wait_status(int jailed, int wstatus)
-{
-	int code;
-
-	if (!jailed || !WIFEXITED(wstatus))
-		return wstatus;
-	code = WEXITSTATUS(wstatus);
-	if (code > 128 && code < 128 + 32)
-		return code - 128;	/* the wait status of a death by signal, no core */
-	return wstatus;
-}
-
 /* Make an fd non-blocking and close-on-exec. */
 static int
 spawn_nonblock(int fd)
@@ -1071,8 +1058,7 @@ spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
 		xasprintf(cause, "a jailed child needs its cwd as a path");
 		goto out;
 	}
-	if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 ||
-	    pipe2(perr, O_CLOEXEC) != 0) {
+	if (util_pipe(pin, 0) != 0 || util_pipe(pout, 0) != 0 || util_pipe(perr, 0) != 0) {
 		xasprintf(cause, "pipe: %s", strerror(errno));
 		goto out;
 	}
@@ -1130,6 +1116,102 @@ out:
 			close(perr[i]);
 	}
 	return rc;
+}
+
+#else /* !__linux__ */
+
+/*
+ * No namespaces here, so no jail: every jail call fails with the same line, and
+ * the daemon does not start with jails on (the line names --no-jail, which runs
+ * the tools unconfined as their session's runner; docs/JAIL.md, "macOS").
+ */
+#define SPAWN_NO_JAIL	"per-call jails need Linux namespaces, which this platform " \
+			"does not have (docs/JAIL.md, \"macOS\"); start shimbridged with " \
+			"--no-jail to run tools unconfined as their session's runner"
+
+int
+spawn_jail_find(const char *path, char **cause)
+{
+	(void)path;
+	xasprintf(cause, "%s", SPAWN_NO_JAIL);
+	return -1;
+}
+
+int
+spawn_jail_start(const struct jail *j, uid_t uid, gid_t gid, int cgroup_fd,
+    struct spawn_jail *sj, char **cause)
+{
+	(void)j, (void)uid, (void)gid, (void)cgroup_fd;
+	sj->pid = -1;
+	sj->ctl = sj->netns = -1;
+	xasprintf(cause, "%s", SPAWN_NO_JAIL);
+	return -1;
+}
+
+void
+spawn_jail_discard(struct spawn_jail *sj)
+{
+	(void)sj;
+}
+
+int
+spawn_jail_server_start(char **cause)
+{
+	xasprintf(cause, "%s", SPAWN_NO_JAIL);
+	return -1;
+}
+
+void
+spawn_jail_drop(int mntns)
+{
+	if (mntns >= 0)
+		close(mntns);
+}
+
+int
+spawn_jail_server_is(pid_t pid)
+{
+	(void)pid;
+	return 0;
+}
+
+int
+spawn_jail_server_reaped(pid_t pid)
+{
+	(void)pid;
+	return 0;
+}
+
+int
+spawn_jail_template(const char *root, const char *scratch_dir, char **cause)
+{
+	(void)root, (void)scratch_dir;
+	xasprintf(cause, "%s", SPAWN_NO_JAIL);
+	return -1;
+}
+
+static int
+spawn_child_jailed(const struct spawn_req *r, struct child *c, char **cause)
+{
+	(void)r, (void)c;
+	xasprintf(cause, "%s", SPAWN_NO_JAIL);
+	return -1;
+}
+
+#endif /* __linux__ */
+
+/* Map a jail init's 128+N exit back to "killed by N". */
+int
+spawn_wait_status(int jailed, int wstatus)
+{
+	int code;
+
+	if (!jailed || !WIFEXITED(wstatus))
+		return wstatus;
+	code = WEXITSTATUS(wstatus);
+	if (code > 128 && code < 128 + 32)
+		return code - 128;	/* the wait status of a death by signal, no core */
+	return wstatus;
 }
 
 /* Fork and exec; wait only for the exec to succeed or fail. */

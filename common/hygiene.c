@@ -64,6 +64,7 @@ hygiene_drop_privileges(uid_t uid, gid_t gid, const char *name)
 	}
 	if (name != NULL ? initgroups(name, gid) != 0 : setgroups(0, NULL) != 0)
 		return name != NULL ? "initgroups" : "setgroups";
+#if defined(__linux__)
 	if (setresgid(gid, gid, gid) != 0)
 		return "setresgid";
 	if (setresuid(uid, uid, uid) != 0)
@@ -74,6 +75,23 @@ hygiene_drop_privileges(uid_t uid, gid_t gid, const char *name)
 		errno = EPERM;
 		return "privilege drop verification";
 	}
+#else
+	/*
+	 * No setresuid here (macOS): as root, setgid and setuid set the real, effective
+	 * and saved ids alike; the saved ones cannot be read back, so the check below
+	 * that none of them can be regained is what proves them.
+	 */
+	(void)ru, (void)eu, (void)su, (void)rg, (void)eg, (void)sg;
+	if (setgid(gid) != 0)
+		return "setgid";
+	if (setuid(uid) != 0)
+		return "setuid";
+	if (getuid() != uid || geteuid() != uid || getgid() != gid || getegid() != gid ||
+	    (name == NULL && getgroups(0, NULL) != 0)) {
+		errno = EPERM;
+		return "privilege drop verification";
+	}
+#endif
 	if (setuid(0) == 0 || seteuid(0) == 0 || (gid != 0 && setgid(0) == 0)) {
 		errno = EPERM;
 		return "privileges could be regained";

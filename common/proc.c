@@ -78,7 +78,7 @@ proc_exec(const struct proc_req *r, struct proc_child *pc)
 	if (xhi >= 0 && dup2(xhi, r->extra_to) < 0)
 		proc_fail(&c, "dup2");
 	if (c.status != base) {
-		if (dup3(c.status, base, O_CLOEXEC) < 0)
+		if (util_dup_cloexec(c.status, base) < 0)
 			proc_fail(&c, "dup3");
 		c.status = base;
 	}
@@ -132,24 +132,6 @@ proc_nonblock(int fd)
 	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -1 : 0;
 }
 
-/* pipe(2) with both ends close-on-exec. */
-static int
-proc_pipe(int p[2])
-{
-#ifdef __linux__
-	return pipe2(p, O_CLOEXEC);
-#else
-	if (pipe(p) != 0)
-		return -1;
-	if (fcntl(p[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(p[1], F_SETFD, FD_CLOEXEC) != 0) {
-		close(p[0]);
-		close(p[1]);
-		return -1;
-	}
-	return 0;
-#endif
-}
-
 /* Create the child's fd i as r asks in theirs[i]; ours[i] gets the parent's end of a pipe. */
 static int
 proc_open_fd(const struct proc_req *r, int i, int theirs[3], int ours[3], char **cause)
@@ -162,7 +144,7 @@ proc_open_fd(const struct proc_req *r, int i, int theirs[3], int ours[3], char *
 			return -1;
 		}
 	} else if (r->fd[i] == PROC_PIPE) {
-		if (proc_pipe(p) != 0) {
+		if (util_pipe(p, 0) != 0) {
 			xasprintf(cause, "pipe: %s", strerror(errno));
 			return -1;
 		}
@@ -262,7 +244,7 @@ proc_spawn(const struct proc_req *r, struct proc *p, char **cause)
 		if (proc_open_fd(r, i, theirs, ours, cause) != 0)
 			goto out;
 	}
-	if (proc_pipe(st) != 0) {
+	if (util_pipe(st, 0) != 0) {
 		xasprintf(cause, "pipe: %s", strerror(errno));
 		goto out;
 	}

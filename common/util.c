@@ -1,5 +1,6 @@
 /* Small helpers shared by every program. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,4 +143,53 @@ util_hexval(int c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+/* pipe(2) with both ends close-on-exec, optionally non-blocking. */
+int
+util_pipe(int p[2], int nonblock)
+{
+#if defined(__linux__)
+	return pipe2(p, O_CLOEXEC | (nonblock ? O_NONBLOCK : 0));
+#else
+	int i, fl;
+
+	if (pipe(p) != 0)
+		return -1;
+	for (i = 0; i < 2; i++) {
+		if (fcntl(p[i], F_SETFD, FD_CLOEXEC) != 0 || (nonblock &&
+		    ((fl = fcntl(p[i], F_GETFL)) == -1 || fcntl(p[i], F_SETFL, fl | O_NONBLOCK) != 0))) {
+			i = errno;
+			close(p[0]);
+			close(p[1]);
+			errno = i;
+			return -1;
+		}
+	}
+	return 0;
+#endif
+}
+
+/* dup2(from, to) with the new descriptor close-on-exec. */
+int
+util_dup_cloexec(int from, int to)
+{
+#if defined(__linux__)
+	return dup3(from, to, O_CLOEXEC);
+#else
+	if (from == to) {
+		errno = EINVAL;		/* as dup3 */
+		return -1;
+	}
+	if (dup2(from, to) != to)
+		return -1;
+	if (fcntl(to, F_SETFD, FD_CLOEXEC) != 0) {
+		int e = errno;
+
+		close(to);
+		errno = e;
+		return -1;
+	}
+	return to;
+#endif
 }

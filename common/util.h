@@ -19,6 +19,14 @@ int	 strcpy_checked(char *dst, size_t dstsz, const char *src);
 /* Value of a hex digit (0-9, a-f, A-F), or -1. */
 int	 util_hexval(int c);
 
+/*
+ * pipe(2) with both ends close-on-exec, and non-blocking when nonblock is set
+ * (pipe2() where the platform has it, else pipe() and fcntl() before returning).
+ */
+int	 util_pipe(int p[2], int nonblock);
+/* dup2(from, to) with to close-on-exec (dup3() where the platform has it). */
+int	 util_dup_cloexec(int from, int to);
+
 /* Print "prog: message" to stderr and exit(code); never returns. */
 void	 die(int code, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
 

@@ -350,7 +350,7 @@ githook_check_paths(const struct gitctx *ctx, const char *gitdir, struct githook
 	revlist[k] = NULL;
 
 	/* rev-list | diff-tree; both write errors into one pipe we read with the output. */
-	if (gitrun_pipe(p) == -1 || gitrun_pipe(e) == -1) {
+	if (util_pipe(p, 0) == -1 || util_pipe(e, 0) == -1) {
 		xasprintf(&cause, "pipe: %s", strerror(errno));
 		goto out;
 	}

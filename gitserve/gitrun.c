@@ -83,24 +83,6 @@ gitrun_self_path(char **cause)
 #endif
 }
 
-/* pipe(2) with both ends close-on-exec (pipe2() where there is one). */
-int
-gitrun_pipe(int p[2])
-{
-#if defined(__APPLE__)
-	if (pipe(p) == -1)
-		return -1;
-	if (fcntl(p[0], F_SETFD, FD_CLOEXEC) == -1 || fcntl(p[1], F_SETFD, FD_CLOEXEC) == -1) {
-		close(p[0]);
-		close(p[1]);
-		return -1;
-	}
-	return 0;
-#else
-	return pipe2(p, O_CLOEXEC);
-#endif
-}
-
 /* Build git's argv: binary, hardening -c options, then args. */
 static char **
 gitrun_argv(const struct gitctx *ctx, int runflags, const char *const *args)

@@ -162,8 +162,6 @@ int	 gitrun_cmd(const struct gitctx *, int runflags, const char *const *args,
 /* The same with stderr given to ecb chunk by chunk as it comes. */
 int	 gitrun_cmd_err(const struct gitctx *, int runflags, const char *const *args,
 	     struct gitbuf *out, gitrun_cb ecb, void *earg, char **cause);
-/* pipe(2) with both ends close-on-exec. */
-int	 gitrun_pipe(int p[2]);
 /* Quote s for /bin/sh with single quotes. */
 char	*gitrun_shquote(const char *);
 /* The absolute path of the running program, or NULL with *cause. */

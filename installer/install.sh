@@ -110,7 +110,10 @@ staging=0
 [ "$staging" = 1 ] && users=0
 uid=$(id -u)
 
-for b in shimbridged shimbridge shimbridge-git shimbridge-jail shim; do
+# No jail on macOS (docs/JAIL.md, "macOS"): its init is built for Linux only.
+bins="shimbridged shimbridge shimbridge-git shim"
+[ "$os" = Darwin ] || bins="$bins shimbridge-jail"
+for b in $bins; do
 	if [ ! -f "$prebuilt/$b" ] || [ ! -x "$prebuilt/$b" ]; then
 		die "$prebuilt/$b is missing: run make first"
 	fi
@@ -366,7 +369,7 @@ put_file "$prebuilt/shimbridged" "$sbindir/shimbridged" 0755
 put_file "$prebuilt/shimbridge" "$sbindir/shimbridge" 0755
 put_file "$prebuilt/shimbridge-git" "$libexecdir/shimbridge-git" 0755
 # The daemon finds it at ../libexec/shimbridge/ from its own directory (spawn_jail_find).
-put_file "$prebuilt/shimbridge-jail" "$libexecdir/shimbridge-jail" 0755
+[ "$os" = Darwin ] || put_file "$prebuilt/shimbridge-jail" "$libexecdir/shimbridge-jail" 0755
 put_file "$prebuilt/shim" "$shimdir/shimbridge-shim" 0755
 put_link shimbridge-shim "$shimdir/gh"
 put_link shimbridge-shim "$shimdir/git-remote-shimbridge"

@@ -233,7 +233,7 @@ shim_signals(struct shim *s)
 {
 	struct sigaction sa;
 
-	if (pipe2(s->sigpipe, O_CLOEXEC | O_NONBLOCK) != 0)
+	if (util_pipe(s->sigpipe, 1) != 0)
 		shim_fail(s, EXIT_PROTOCOL, "pipe: %s", strerror(errno));
 	shim_sigfd = s->sigpipe[1];
 	memset(&sa, 0, sizeof sa);

@@ -83,3 +83,35 @@ make_refused() {
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
 }
+
+# macOS is not available here: `make portcheck` compiles every source as a macOS build
+# would see it (tests/port/darwin.h). These tests run it, and show that it fails where
+# a macOS build would.
+@test "macOS in principle: every source compiles against the macOS stand-in (make portcheck)" {
+	run --separate-stderr make -s -C "$SB_ROOT" --no-print-directory portcheck
+	[ "$status" -eq 0 ] || { echo "status $status: $stderr" >&2; return 1; }
+	[[ $output == *"compilations for macOS passed"* ]]
+}
+
+@test "the macOS stand-in refuses Linux-only calls, constants and headers outside #if defined(__linux__)" {
+	local d=$BATS_TEST_TMPDIR src what
+	# Each case: what the compiler must name, then the code.
+	for src in 'pipe2|int f(int *p); int f(int *p) { return pipe2(p, 0); }' \
+	    'O_PATH|int f(int *p); int f(int *p) { return open("/", O_PATH) + *p; }' \
+	    'setresuid|int f(int *p); int f(int *p) { return setresuid(1, 1, 1) + *p; }' \
+	    'sys/prctl.h|#include <sys/prctl.h>'; do
+		what=${src%%|*} src=${src#*|}
+		printf '#include <fcntl.h>\n#include <unistd.h>\n%s\n' "$src" >"$d/bad.c"
+		run --separate-stderr make -s -C "$SB_ROOT" --no-print-directory portcheck \
+			PORT_SRC="$d/bad.c" SHIM_SRC= SHIM_COMMON=
+		[ "$status" -ne 0 ] || { echo "accepted: $src" >&2; return 1; }
+		[[ $stderr == *"$what"* ]] || { echo "$src: $stderr" >&2; return 1; }
+		[[ $stderr == *"bad.c  does not build for macOS"* ]]
+		# The same code where only Linux builds it passes.
+		printf '#include <fcntl.h>\n#include <unistd.h>\n#if defined(__linux__)\n%s\n#endif\n' \
+			"$src" >"$d/bad.c"
+		run --separate-stderr make -s -C "$SB_ROOT" --no-print-directory portcheck \
+			PORT_SRC="$d/bad.c" SHIM_SRC= SHIM_COMMON=
+		[ "$status" -eq 0 ] || { echo "refused under __linux__: $src: $stderr" >&2; return 1; }
+	done
+}
