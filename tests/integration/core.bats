@@ -370,7 +370,7 @@ now_ms() {
 	[ "$(stat -L -c '%U %a' "/proc/$child/cwd")" = "$SB_RUNNER 700" ]
 	grep -qE '^Max core file size +0 +0 +bytes' "/proc/$child/limits"
 	release
-	sb_wait_for 1 test ! -e "$(sb_dview "$cwd")"
+	sb_wait_for 5 test ! -e "$(sb_dview "$cwd")"
 
 	# The same facts as the child sees them.
 	run --separate-stderr as_t 30 "$SB_ALICE" report
@@ -381,10 +381,12 @@ now_ms() {
 	[ "${lines[3]}" = "home ${lines[2]#cwd }" ]
 	[ "${lines[4]}" = "fds 0 1 2" ]
 	[ "${lines[5]}" = "NoNewPrivs: 1" ]
-	sb_wait_for 1 test ! -e "$(sb_dview "${lines[2]#cwd }")"
+	sb_wait_for 5 test ! -e "$(sb_dview "${lines[2]#cwd }")"
 	# Nothing left behind in the scratch parent (but the directories of the jails
 	# built in advance for the next calls, docs/JAIL.md).
-	[ -z "$(sb_scratch_leftovers "$SB_DIR/state/run" "$SB_RUNNER")" ]
+	# (A jail the pool is still building holds its directory before it shows as held.)
+	sb_wait_for 5 eval '[ -z "$(sb_scratch_leftovers "$SB_DIR/state/run" "$SB_RUNNER")" ]' ||
+		{ sb_scratch_leftovers "$SB_DIR/state/run" "$SB_RUNNER" >&2; false; }
 }
 
 @test "scratch directories: in the daemon's own tmpfs, unseen by the host; limits.scratch_tmpfs 0 keeps them on disk" {
@@ -427,7 +429,8 @@ now_ms() {
 	[ "$status" -eq 124 ]
 	[[ $stderr == "slow: slow was stopped after 2 seconds: it reached its time limit on the bridge."* ]]
 	[ $((t1 - t0)) -ge 1900 ]
-	[ $((t1 - t0)) -le 5000 ]
+	# (Well short of the tool's own 100 s; the rest is a loaded machine's slack.)
+	[ $((t1 - t0)) -le 8000 ]
 	sb_wait_for 1 sb_no_runner
 	sb_audit_grep "r['event'] == 'done' and r.get('argv') and r['argv'][-1].endswith('$m') and r['killed'] == 'timeout'"
 }
@@ -441,7 +444,7 @@ now_ms() {
 	[[ $stderr == "slow: slow was stopped after "* ]]
 	# 2 s limit + 2 s kill_grace (the default)
 	[ $((t1 - t0)) -ge 3900 ]
-	[ $((t1 - t0)) -le 7000 ]
+	[ $((t1 - t0)) -le 10000 ]
 	sb_wait_for 1 sb_no_runner
 }
 
@@ -481,8 +484,9 @@ now_ms() {
 	as_t 30 "$SB_ALICE" detach stay >"$T/detach.out" 2>&1 3>&- &
 	local bg=$!
 	sb_wait_for 5 grep -q grandchild "$T/detach.out"
-	# The tool's sleep and the grandchild's both run.
-	[ "$(pgrep -u "$SB_RUNNER" -f '^sleep 100' | wc -l)" -ge 2 ]
+	# The tool's sleep and the grandchild's both run (the tool prints before its own
+	# sleep starts).
+	sb_wait_for 5 eval '[ "$(pgrep -u "$SB_RUNNER" -f "^sleep 100" | wc -l)" -ge 2 ]'
 	kill -KILL "$(pid_of "$SB_ALICE" 'detach stay')"
 	sb_wait_for 1 sb_no_runner
 	wait "$bg" || true

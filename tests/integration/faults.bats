@@ -159,7 +159,9 @@ io_of() {
 	echo "# restart to first answer: $((t1 - t0)) ms" >&3
 	# ...and the restart killed what the old daemon left running (the directories in
 	# its scratch tmpfs are those of the jails built in advance, docs/JAIL.md).
-	[ -z "$(sb_scratch_leftovers "$SB_DIR/state/run" "$SB_RUNNER")" ]
+	# (A jail the pool is still building holds its directory before it shows as held.)
+	sb_wait_for 5 eval '[ -z "$(sb_scratch_leftovers "$SB_DIR/state/run" "$SB_RUNNER")" ]' ||
+		{ sb_scratch_leftovers "$SB_DIR/state/run" "$SB_RUNNER" >&2; false; }
 	sb_wait_for 1 sb_no_runner
 	if [ "$lingering" -gt 0 ]; then
 		grep -qE "killed [0-9]+ leftover process(es)? of the runner $SB_RUNNER" "$SB_DIR/log/daemon.log"
@@ -207,10 +209,12 @@ io_of() {
 
 @test "slow peers (silent, 1 byte/s, HELLO only, 40 idle) are dropped after the handshake timeout; others are served meanwhile" {
 	local base t0 t1 i c0 c1 timed_out='ERROR {"code":"protocol","message":"handshake timed out"}'
-	f_config '{"handshake_timeout": 2}'
+	# 5 s: a call held up by the slow peers would take that long, one served beside
+	# them a fraction of it, however loaded the machine.
+	f_config '{"handshake_timeout": 5}'
 	f_start
 	base=$(sb_daemon_fds_settled)
-	rp() { as_t 30 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --timeout 10 "$@"; }
+	rp() { as_t 30 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --timeout 20 "$@"; }
 	t0=$(now_ms)
 	rp read read >"$T/silent.out" 2>&1 3>&- &
 	local p1=$!
@@ -218,7 +222,7 @@ io_of() {
 	local p2=$!
 	rp hello read read >"$T/hello.out" 2>&1 3>&- &
 	local p3=$!
-	as_t 60 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --hold 40 30 >"$T/hold.out" 2>&1 3>&- &
+	as_t 120 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --hold 40 100 >"$T/hold.out" 2>&1 3>&- &
 	local p4=$!
 	sb_wait_for 5 grep -q 'held 40' "$T/hold.out"
 	# Normal calls are served promptly while the slow peers hang on.
@@ -228,16 +232,16 @@ io_of() {
 		c1=$(now_ms)
 		[ "$status" -eq 0 ]
 		[ "$output" = "ok$i" ]
-		[ $((c1 - c0)) -lt 1000 ]
+		[ $((c1 - c0)) -lt 2500 ]
 	done
 	run as_t 10 "$SB_BOB" sh -c 'echo bob'
 	[ "$output" = bob ]
 	wait "$p1" "$p2" "$p3"
 	# When the last of the three saw its connection closed (its output's last write).
 	t1=$(stat -c '%.3Y' "$T/silent.out" "$T/drip.out" "$T/hello.out" | tr -d . | sort -n | tail -n 1)
-	echo "# slow peers dropped after $((t1 - t0)) ms (handshake_timeout 2 s)" >&3
-	[ $((t1 - t0)) -ge 1900 ]
-	[ $((t1 - t0)) -le 5000 ]
+	echo "# slow peers dropped after $((t1 - t0)) ms (handshake_timeout 5 s)" >&3
+	[ $((t1 - t0)) -ge 4900 ]
+	[ $((t1 - t0)) -le 10000 ]
 	[ "$(cat "$T/silent.out")" = "$(printf '%s\nEOF' "$timed_out")" ]
 	[ "$(tail -n 2 "$T/drip.out")" = "$(printf '%s\nEOF' "$timed_out")" ]
 	[ "$(sed -n 1p "$T/hello.out")" = 'HELLO {"proto":2,"server":"shimbridged 0.1.0","session":"alice"}' ]
@@ -258,12 +262,10 @@ io_of() {
 		sleep=60 close >"$T/nr.out" 2>&1 3>&- &
 	local bg=$!
 	yes_pid=$(pid_of "$SB_RUNNER" '^yes 0123456789abcdef$')
-	sleep 1.5
-	# The child is blocked: its write counter no longer moves.
-	w1=$(io_of "$yes_pid" wchar)
-	sleep 1
-	w2=$(io_of "$yes_pid" wchar)
-	[ "$w1" -eq "$w2" ]
+	# The child is blocked: its write counter no longer moves (for a whole second, once
+	# the pipes toward the peer are full).
+	sb_wait_for 10 eval 'w1=$(io_of "$yes_pid" wchar); sleep 1; w2=$(io_of "$yes_pid" wchar); [ "$w1" -eq "$w2" ]' ||
+		{ echo "yes kept writing: $w1 -> $w2" >&2; false; }
 	[ "$w1" -lt 10000000 ]
 	# Everyone else is served, including bulk output.
 	for i in $(seq 10); do
@@ -422,10 +424,9 @@ concurrent() {
 	t0=$(now_ms)
 	fails=$(as_t 900 "$SB_ALICE" bash -c 'f=0; for i in $(seq "$1"); do sh -c ":" || f=$((f + 1)); done; echo $f' _ "$n")
 	t1=$(now_ms)
-	sleep 1
 	# (A jail the pool is building shows as one descriptor more for a moment.)
-	sb_wait_for 5 eval '[ "$(sb_daemon_fds)" -eq "$fds0" ]' || true
-	fds1=$(sb_daemon_fds)
+	fds1=
+	sb_wait_for 10 eval 'fds1=$(sb_daemon_fds); [ "$fds1" -eq "$fds0" ]' || true
 	rss1=$(sb_daemon_rss)
 	done1=$(grep -c '"event":"done"' "$SB_AUDIT")
 	echo "# soak: $n calls in $((t1 - t0)) ms = $((n * 1000 / (t1 - t0))) calls/s; fds $fds0 -> $fds1; rss $rss0 -> $rss1 KiB" >&3
@@ -448,14 +449,14 @@ concurrent() {
 	# to allow it unless the daemon has CAP_SYS_RESOURCE (containers often do not).
 	f_start "64:$(ulimit -Hn)"
 	base=$(sb_daemon_fds_settled)
-	as_t 30 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --hold 120 4 >"$T/hold.out" 2>&1 3>&- &
+	as_t 45 "$SB_ALICE" "$PY" "$SB_FIXTURES/rawpeer.py" --hold 120 10 >"$T/hold.out" 2>&1 3>&- &
 	local hold=$!
 	sb_wait_for 5 grep -q 'held 120' "$T/hold.out"
 	sb_wait_for 5 grep -q 'accept: Too many open files' "$SB_DIR/log/daemon.log"
 	[ "$(sb_daemon_fds)" -ge 60 ]
 	kill -0 "$SB_PID"
 	# A call made now waits in the listen backlog and is served after the release.
-	as_t 30 "$SB_ALICE" sh -c 'echo patient' >"$T/patient.out" 2>&1 3>&- &
+	as_t 45 "$SB_ALICE" sh -c 'echo patient' >"$T/patient.out" 2>&1 3>&- &
 	local patient=$!
 	wait "$hold"
 	grep -qx released "$T/hold.out"
@@ -487,7 +488,7 @@ concurrent() {
 	grep -qE '^Max processes +8192 +8192 +processes' "$T/fork.err" || { cat "$T/fork.err" >&2; false; }
 	[ "$rc" -ne 0 ]
 	[ "$peak" -le 8192 ]
-	[ $((t1 - t0)) -le 10000 ]
+	[ $((t1 - t0)) -le 20000 ]
 	sb_wait_for 3 sb_no_runner
 	run as_t 10 "$SB_ALICE" sh -c 'echo ok'
 	[ "$output" = ok ]

@@ -44,7 +44,7 @@ setup_file() {
 			"env": {"SSL_CERT_FILE": "$FAKEGH_CA"}, "expose": ["$FAKEGH_CA"]},
 		"slowgh": {"path": "$FIXTURES/tools/slowgh", "profile": "gh",
 			"host": "localhost:$FAKEGH_PORT", "secrets": {"GH_ENTERPRISE_TOKEN": "github"},
-			"env": {"SSL_CERT_FILE": "$FAKEGH_CA", "SLOWGH_DELAY": "3"},
+			"env": {"SSL_CERT_FILE": "$FAKEGH_CA", "SLOWGH_GATE": "stdin"},
 			"expose": ["$FAKEGH_CA"]}
 	},
 	"git": {"hosts": {"github.com": {"upstream": "https://localhost:$FAKEGH_PORT", "secret": "github"}}}
@@ -79,6 +79,8 @@ teardown_file() {
 }
 
 teardown() {
+	# A test that failed while holding slowgh's stdin lets it go.
+	[ -z "${GATE_FD:-}" ] || exec {GATE_FD}>&-
 	sb_reap
 }
 
@@ -380,8 +382,12 @@ never_elsewhere() {
 @test "while gh runs: no token in any /proc environ or cmdline sbt-alice can read; scratch is private" {
 	local bg m p holder scratch
 	m=$(sb_fakegh_count)
-	as "$SB_ALICE" timeout 30 slowgh api user >"$T/slow.out" 2>&1 &
+	# slowgh waits for its stdin, a FIFO held open here until the checks are done.
+	rm -f "$T/gate"
+	mkfifo -m 600 "$T/gate"
+	as "$SB_ALICE" timeout 60 slowgh api user <"$T/gate" >"$T/slow.out" 2>&1 &
 	bg=$!
+	exec {GATE_FD}>"$T/gate"
 	# Wait until a runner's process (slowgh's shell or its sleep) holds gh's token
 	# variable in its environment (root can see it): the positive control that the
 	# checks below happen while there is something to find. Since the credential
@@ -429,6 +435,8 @@ for f in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") +
 	for p in $scratch; do
 		run ! as "$SB_ALICE" ls "$SB_DIR/state/run/$p"
 	done
+	exec {GATE_FD}>&-
+	GATE_FD=
 	wait "$bg"
 	run cat "$T/slow.out"
 	[[ $output == *'"login":"octo-agent"'* ]]

@@ -208,6 +208,26 @@ bfp() {
 	printf %s "$1" | sha256sum | cut -c1-8
 }
 
+# by_any REPO JQ FILE — JQ (with $f a fingerprint) holds in FILE for some token of octo/REPO.
+by_any() {
+	local f
+	for f in $(fps "$1"); do
+		jq -e -s --arg f "$f" "$2" "$3" >/dev/null && return 0
+	done
+	echo "no token of octo/$1 satisfies $2" >&2
+	return 1
+}
+
+# fresh REPO — the newest token of octo/REPO if it was minted in the last 8 s (and is
+# live): a refresh replaces it no sooner than GHAPP_TTL - GHAPP_REFRESH s after its mint,
+# and revokes it a grace later, so it can be used for a while yet.
+fresh() {
+	local f
+	f=$(fps "$1" | tail -n 1)
+	[ -n "$f" ] && [ "$(tstate "$f" revoked)" = false ] &&
+		[ "$(tstate "$f" expires)" -gt $(($(date +%s) + GHAPP_TTL - 8)) ] && echo "$f"
+}
+
 # live REPO — the newest token of octo/REPO, if the fake holds it live for 5 s more.
 live() {
 	local f
@@ -316,11 +336,12 @@ since() {
 	jq -e --arg f "$a" '.tokens[] | select(.fp == $f) | .repositories == ["octo/alpha"] and
 		.permissions == {"contents": "write", "pull_requests": "write", "issues": "write",
 		"metadata": "read"}' "$STATE"
-	# The PR and the push each carried the session's own token.
-	jq -e -s --arg f "$a" 'any(.[]; .token_fp == $f and .graphql == "PullRequestCreate")' "$FAKEGH_LOG"
-	jq -e -s --arg f "$b" 'any(.[]; .token_fp == $f and .graphql == "PullRequestCreate")' "$FAKEGH_LOG"
-	jq -e -s --arg f "$a" 'any(.[]; .token_fp == $f and (.path | endswith("/octo/alpha.git/git-receive-pack")) and .status == 200)' "$GIT_LOG"
-	jq -e -s --arg f "$b" 'any(.[]; .token_fp == $f and (.path | endswith("/octo/beta.git/git-receive-pack")) and .status == 200)' "$GIT_LOG"
+	# The PR and the push each carried a token of the session's own (one of them: under
+	# load a refresh may have replaced the one in use since).
+	by_any alpha 'any(.[]; .token_fp == $f and .graphql == "PullRequestCreate")' "$FAKEGH_LOG"
+	by_any beta 'any(.[]; .token_fp == $f and .graphql == "PullRequestCreate")' "$FAKEGH_LOG"
+	by_any alpha 'any(.[]; .token_fp == $f and (.path | endswith("/octo/alpha.git/git-receive-pack")) and .status == 200)' "$GIT_LOG"
+	by_any beta 'any(.[]; .token_fp == $f and (.path | endswith("/octo/beta.git/git-receive-pack")) and .status == 200)' "$GIT_LOG"
 
 	# The bridge refuses each in the other's repository, and sends nothing.
 	local from gfrom
@@ -340,26 +361,30 @@ since() {
 	! since "$FAKEGH_LOG" "$from" | jq -e -s 'any(.[]; .app_event == null)' >/dev/null || false
 	[ -z "$(since "$GIT_LOG" "$gfrom")" ]
 
-	# GitHub (the fake) refuses them too: each session's live token, used directly.
-	a=$(sb_wait_for 20 live alpha >/dev/null && live alpha) b=$(live beta)
-	[ -n "$a" ] && [ -n "$b" ]
+	# GitHub (the fake) refuses them too: each session's token, used directly. One
+	# minted in the last 8 s, so that no refresh revokes it while it is in use here.
 	local ta tb beta_id
-	ta=$(tok "$a") tb=$(tok "$b")
-	[ "$(api "$ta" GET /api/v3/repos/octo/alpha)" = 200 ]
-	[ "$(api "$ta" GET /api/v3/repos/octo/beta)" = 404 ]
-	[ "$(api "$ta" POST /api/v3/repos/octo/beta/pulls '{"title":"x","head":"h","base":"main"}')" = 404 ]
+	b=$(sb_wait_for 25 fresh beta >/dev/null && fresh beta)
+	[ -n "$b" ]
+	tb=$(tok "$b")
 	[ "$(api "$tb" GET /api/v3/repos/octo/beta)" = 200 ]
 	beta_id=$(jq -r .node_id "$BATS_TEST_TMPDIR/body")
 	[ "$(api "$tb" GET /api/v3/repos/octo/alpha/pulls)" = 404 ]
+	run rawgit "$tb" ls-remote up:octo/alpha.git
+	[ "$status" -ne 0 ]
+	jq -e -s --arg f "$b" 'any(.[]; .token_fp == $f and .status == 404 and (.path | startswith("/octo/alpha.git")))' "$GIT_LOG"
+	a=$(sb_wait_for 25 fresh alpha >/dev/null && fresh alpha)
+	[ -n "$a" ]
+	ta=$(tok "$a")
+	[ "$(api "$ta" GET /api/v3/repos/octo/alpha)" = 200 ]
+	[ "$(api "$ta" GET /api/v3/repos/octo/beta)" = 404 ]
+	[ "$(api "$ta" POST /api/v3/repos/octo/beta/pulls '{"title":"x","head":"h","base":"main"}')" = 404 ]
 	api "$ta" POST /api/graphql "{\"query\":\"mutation { createPullRequest(input: {repositoryId: \\\"$beta_id\\\", headRefName: \\\"h\\\", baseRefName: \\\"main\\\", title: \\\"x\\\"}) { pullRequest { number } } }\"}"
 	jq -e '.errors[0].type == "NOT_FOUND"' "$BATS_TEST_TMPDIR/body"
 	rawgit "$ta" ls-remote up:octo/alpha.git
 	run rawgit "$ta" -C "$SB_DIR/up/seed" push -q up:octo/beta.git "HEAD:refs/heads/x$RANDOM"
 	[ "$status" -ne 0 ]
 	jq -e -s --arg f "$a" 'any(.[]; .token_fp == $f and .status == 404 and (.path | startswith("/octo/beta.git")))' "$GIT_LOG"
-	run rawgit "$tb" ls-remote up:octo/alpha.git
-	[ "$status" -ne 0 ]
-	jq -e -s --arg f "$b" 'any(.[]; .token_fp == $f and .status == 404 and (.path | startswith("/octo/alpha.git")))' "$GIT_LOG"
 	jq -e -s --arg f "$a" 'any(.[]; .token_fp == $f and .status == 404 and .path == "/api/v3/repos/octo/beta")' "$FAKEGH_LOG"
 }
 
@@ -441,6 +466,10 @@ since() {
 	fi
 	# The bridge tries to refresh it (and fails) before it expires.
 	sb_wait_for "$GHAPP_TTL" eval "since '$FAKEGH_LOG' $from | grep -q 'minting is switched off'"
+	# The newest token now (a refresh answered before the switch may have minted one
+	# after the one above) is the last that can be valid: wait until it has expired.
+	f=$(fps alpha | tail -n 1)
+	exp=$(tstate "$f" expires)
 	while [ "$(date +%s)" -le "$exp" ]; do sleep 0.5; done
 	sleep 1
 	local gfrom

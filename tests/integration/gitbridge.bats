@@ -1130,7 +1130,7 @@ gb_stable() {
 @test "ask: no answer in time is a refusal, and the call's own time limit waits meanwhile" {
 	gb_askbranch alice c release/late
 	cp "$SB_CONFIG" "$SB_DIR/out/config.json"
-	sb_json_edit "$SB_CONFIG" 'c["git"]["ask_timeout"] = 5; c["git"]["timeout"] = 3'
+	sb_json_edit "$SB_CONFIG" 'c["git"]["ask_timeout"] = 10; c["git"]["timeout"] = 6'
 	sb_reload | grep -q '"ok":true'
 	gb_bgpush p3 alice c push origin release/late
 	id=$(gb_pending_id "release/late")
@@ -1138,8 +1138,9 @@ gb_stable() {
 	cp "$SB_DIR/out/config.json" "$SB_CONFIG"
 	sb_reload | grep -q '"ok":true'
 	gb_status 1
-	# Refused by the approval's timeout (5 s), not stopped by git.timeout (3 s).
-	[[ "$output" == *"shimbridge: refused: git push https://github.com/octo/demo release/late (request $id): nobody approved it within 5 seconds; run it again when the operator can answer"* ]]
+	# Refused by the approval's timeout (10 s), not stopped by git.timeout (6 s, which
+	# must leave the push's own work before the question time under load).
+	[[ "$output" == *"shimbridge: refused: git push https://github.com/octo/demo release/late (request $id): nobody approved it within 10 seconds; run it again when the operator can answer"* ]]
 	[[ "$output" != *"time limit"* ]]
 	[ "$(gb_upref refs/heads/release/late)" = none ]
 	sb_audit_grep "r['event'] == 'approval' and r['request'] == $id and r['decided_by'] == 'timeout' and r['decision'] == 'deny'"

@@ -496,7 +496,7 @@ pool_is() {
 	for p in $old; do
 		run ! kill -0 "$p"
 	done
-	[ -z "$(find "$(sb_dview "$SB_DIR/state/run")" -mindepth 1 -maxdepth 1 -user "$RUN_B")" ]
+	sb_wait_for 5 eval '[ -z "$(find "$(sb_dview "$SB_DIR/state/run")" -mindepth 1 -maxdepth 1 -user "$RUN_B")" ]'
 	run --separate-stderr as_t 30 "$SB_BOB" sh -c 'echo hi'
 	[ "$status" -ne 0 ]
 	# Put bob back; his calls work again with fresh jails, then pooled ones.

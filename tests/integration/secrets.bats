@@ -284,10 +284,16 @@ reload_daemon() {
 
 # cmd_n SHA — which counter value N (cmdtok-SALT-N) has this SHA-256; empty if none.
 cmd_n() {
-	local n
-	for n in $(seq 1 100); do
-		[ "$(sha "cmdtok-$CMD_SALT-$n")" = "$1" ] && { echo "$n"; return 0; }
-	done
+	# The counter runs about once a second for as long as the daemon lives: every value
+	# up to its newest, hashed in one process.
+	"$PY" - "$CMD_SALT" "$(($(cat "$SB_DIR/cmdstate/n") + 1))" "$1" <<'PYEOF'
+import hashlib, sys
+salt, top, want = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+for n in range(top, 0, -1):
+    if hashlib.sha256(f"cmdtok-{salt}-{n}".encode()).hexdigest() == want:
+        print(n)
+        break
+PYEOF
 }
 
 @test "command source: run as the runner, renewed in the background before its ttl, requests never wait" {
@@ -298,7 +304,8 @@ cmd_n() {
 	psrun "$SB_ALICE" ps_cmd --sha256 PS_SECRET
 	[ "$PSRC" -eq 0 ]
 	a=$(cmd_n "$(cat "$T/out")")
-	[ "$a" = "$n" ]
+	# (N, or a renewal of it: with ttl 2 one may run right after the reload.)
+	[ -n "$a" ] && [ "$a" -ge "$n" ]
 	# Calls keep succeeding while the bridge renews the value in the background (ttl 2:
 	# renewed from age 1 s); within a few seconds a newer value is in use.
 	v=$a
@@ -307,8 +314,9 @@ cmd_n() {
 		psrun "$SB_ALICE" ps_cmd --sha256 PS_SECRET
 		t1=$(date +%s%N)
 		[ "$PSRC" -eq 0 ] || { cat "$T/err"; false; }
-		# No call waits for the command (it runs in the background).
-		[ $(((t1 - t0) / 1000000)) -lt 1000 ]
+		# No call waits for the command (it runs in the background): a loaded machine's
+		# call, not a stall.
+		[ $(((t1 - t0) / 1000000)) -lt 5000 ]
 		v=$(cmd_n "$(cat "$T/out")")
 		[ "$v" -gt "$n" ] && break
 		sleep 0.2
@@ -322,11 +330,11 @@ cmd_n() {
 	# way): no form of any of them in clear, and the lines of one of them, each form
 	# masked.
 	local k ok=0
-	for k in 0 1 2 3; do
+	for k in $(seq 0 9); do
 		[ $((b - k)) -ge 1 ] || continue
 		check_no_forms "cmdtok-$CMD_SALT-$((b - k))" "$T/out"
 	done
-	for k in 0 1 2 3; do
+	for k in $(seq 0 9); do
 		[ $((b - k)) -ge 1 ] || continue
 		check_redacted "cmdtok-$CMD_SALT-$((b - k))" "$T/out" 2>/dev/null && { ok=1; break; }
 	done
@@ -358,13 +366,12 @@ cmd_n() {
 	grep -qF "secret s_hang" "$T/err"
 	# It timed out (2 s) when the daemon started; within its back-off the request is
 	# refused at once instead of stalling the bridge for another run.
-	[ $(((t1 - t0) / 1000000)) -lt 1500 ]
+	# (A stall would take the command's 2 s.)
+	[ $(((t1 - t0) / 1000000)) -lt 1900 ]
 	grep -qF "did not finish within 2 seconds" "$SB_DIR/log/daemon.log"
 	# the command's process group was killed and reaped (jails waiting in the pool
 	# are the runner's too, and belong to no call: docs/JAIL.md)
-	sb_wait_for 3 sb_no_runner || true
-	sb_runner_procs "$SB_RUNNER"
-	sb_no_runner
+	sb_wait_for 10 sb_no_runner || { sb_runner_procs "$SB_RUNNER"; false; }
 }
 
 @test "a hanging command source does not stall other sessions' requests" {
@@ -379,7 +386,8 @@ cmd_n() {
 	[ "$PSRC" -eq 0 ]
 	[ "$(cat "$T/out")" = "bob-is-served" ]
 	echo "bob waited $(((t1 - t0) / 1000000)) ms" >&2
-	[ $(((t1 - t0) / 1000000)) -lt 1000 ]
+	# (Stalled behind alice's command, bob would wait its 2 s less the 0.3 s above.)
+	[ $(((t1 - t0) / 1000000)) -lt 1600 ]
 }
 
 @test "per-session override: alice and bob each get their own value of s_file" {
@@ -451,6 +459,11 @@ audit_since() {
 	psrun "$SB_ALICE" ps_cmd --sha256 PS_SECRET
 	n=$(cmd_n "$(cat "$T/out")")
 	[ -n "$n" ]
+	# A value two runs before the newest: finished, so live or one of the last values
+	# replaced. (The daemon masks the last 8 replaced values; with ttl 2 a loaded
+	# machine can renew more often than that between two calls, so not necessarily the
+	# value the call above saw.)
+	n=$(($(cat "$SB_DIR/cmdstate/n") - 2))
 	m=$(wc -l <"$SB_AUDIT")
 	psrun "$SB_ALICE" plain "cmdtok-$CMD_SALT-$n"
 	audit_since "$m"
