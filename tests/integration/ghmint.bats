@@ -195,6 +195,10 @@ list_shows_fp() {
 	sb_wait_for 10 eval '[ "$(ghm_fake_state "$(ghm_fp alice)")" = live ] && [ "$(ghm_fake_state "$(ghm_fp bob)")" = live ]'
 	fpa=$(ghm_fp alice)
 	fpb=$(ghm_fp bob)
+	# (Mints looked for from here on: the new token may be minted as soon as the reload
+	# has revoked the old one, before the call below asks for it.)
+	local from
+	from=$(wc -l <"$FAKEGH_LOG")
 	sb_session alice "$SB_ALICE" '["gh"]' '"repos": ["octo/repo", "octo/third"]'
 	rm "$SB_DIR/etc/sessions.d/bob.json"
 	sb_reload | grep -q '"ok":true'
@@ -202,8 +206,6 @@ list_shows_fp() {
 	sb_wait_for 10 eval "ghm_audit revoke bob ok | grep -q '\"fingerprint\":\"$fpb\"'"
 	[ "$(ghm_fake_state "$fpa")" = revoked ]
 	[ "$(ghm_fake_state "$fpb")" = revoked ]
-	local from
-	from=$(wc -l <"$FAKEGH_LOG")
 	run --separate-stderr as "$SB_ALICE" gh api repos/octo/third
 	[ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
 	tail -n +"$((from + 1))" "$FAKEGH_LOG" | grep '/access_tokens' | grep -q '"repositories": \["octo/repo", "octo/third"\]'

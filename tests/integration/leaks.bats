@@ -53,7 +53,7 @@ setup_file() {
 			"ca_file": "$FAKEGH_CA", "secrets": {"GH_ENTERPRISE_TOKEN": "github"}},
 		"slowgh": {"path": "$FIXTURES/tools/slowgh", "profile": "gh",
 			"host": "localhost:$FAKEGH_PORT", "ca_file": "$FAKEGH_CA",
-			"secrets": {"GH_ENTERPRISE_TOKEN": "github"}, "env": {"SLOWGH_DELAY": "6"}},
+			"secrets": {"GH_ENTERPRISE_TOKEN": "github"}, "env": {"SLOWGH_GATE": "stdin"}},
 		"peek": {"path": "/bin/cat", "rules": [{"allow": ["**"]}]}
 	}
 }
@@ -82,6 +82,8 @@ teardown_file() {
 }
 
 teardown() {
+	# A test that failed while holding slowgh's stdin lets it go.
+	[ -z "${GATE_FD:-}" ] || exec {GATE_FD}>&-
 	sb_reap
 }
 
@@ -255,10 +257,16 @@ EOF
 @test "class 3: another session's tool cannot read alice's child, mirror or the state dir" {
 	leaks_needs jail
 	local pid p
-	# alice's gh waits 6 s before running: its environment holds the token meanwhile.
+	# alice's gh waits for its stdin, a FIFO held open here until bob has tried: its
+	# process is alive, with the placeholder in its environment, for all of the test.
+	rm -f "$T/gate"
+	mkfifo -m 600 "$T/gate"
+	# (Our end first, read-write so that it does not wait for a reader; sb_bg closes it
+	# in the child.)
+	exec {GATE_FD}<>"$T/gate"
 	sb_bg runuser -u "$SB_ALICE" -- env -i "HOME=/home/$SB_ALICE" PATH="$SB_DIR/bin:/usr/bin:/bin" \
-	    SHIMBRIDGE_SOCKET="$SB_SOCK" LANG=C.UTF-8 slowgh api user </dev/null >/dev/null 2>&1
-	sb_wait_for 5 pgrep -u "$SB_RUNNER" -f slowgh >/dev/null
+	    SHIMBRIDGE_SOCKET="$SB_SOCK" LANG=C.UTF-8 slowgh api user <"$T/gate" >/dev/null 2>&1
+	sb_wait_for 15 pgrep -u "$SB_RUNNER" -f slowgh >/dev/null
 	pid=$(pgrep -u "$SB_RUNNER" -f slowgh | head -n 1)
 	[ -n "$pid" ]
 	for p in "/proc/$pid/environ" "/proc/$pid/cmdline" "$MIRROR/config" \
@@ -270,6 +278,10 @@ EOF
 	# Nor through a file flag: bob's sandbox cannot read alice's runner process.
 	lk "$SB_BOB" gh issue create -R octo/bob -t x --body-file "/proc/$pid/environ"
 	[ "$status" -eq 126 ]
+	# alice's process was there all along: refused, not merely gone.
+	kill -0 "$pid"
+	exec {GATE_FD}>&-
+	GATE_FD=
 	no_leak "$T/sandbox.out"
 }
 
