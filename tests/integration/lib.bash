@@ -636,14 +636,15 @@ sb_kill_bg() {
 	wait "$1" 2>/dev/null || true
 }
 
-# Retry CMD... every 50 ms until it succeeds or SECONDS (may be fractional) pass.
+# Retry CMD... every 50 ms until it succeeds or SECONDS (may be fractional) pass. (Its
+# counter has a name no caller uses: an `eval` CMD sees the caller's variables.)
 sb_wait_for() {
-	local n
-	n=$(awk -v s="$1" 'BEGIN { printf "%d", s * 20 }')
+	local _sb_wait_left
+	_sb_wait_left=$(awk -v s="$1" 'BEGIN { printf "%d", s * 20 }')
 	shift
 	while ! "$@"; do
-		[ "$n" -gt 0 ] || return 1
-		n=$((n - 1))
+		[ "$_sb_wait_left" -gt 0 ] || return 1
+		_sb_wait_left=$((_sb_wait_left - 1))
 		sleep 0.05
 	done
 }
