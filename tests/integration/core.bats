@@ -88,7 +88,7 @@ setup() {
 teardown() {
 	local rc=0
 	# A held call the failed test did not release ends now.
-	[ -z "${HELD_FD:-}" ] || { exec {HELD_FD}>&-; HELD_FD=; }
+	sb_gate_release
 	if [ -e "$T/config.orig" ]; then
 		echo "the test left the config changed; restoring it" >&2
 		restore_config || rc=1
@@ -117,20 +117,17 @@ restore_config() {
 }
 
 # held OUT ERR MARK [SCRIPT]: run `sh -c "SCRIPT read _; : MARK"` as alice in the
-# background, its stdin a FIFO the test holds open (fd HELD_FD), its harness HELD_PID.
+# background, its stdin a FIFO the test holds open (sb_gate), its harness HELD_PID.
 # The call stays in flight until `release` closes the FIFO, however slow the machine.
 held() {
-	rm -f "$T/gate"
-	mkfifo -m 600 "$T/gate"
-	as_t 60 "$SB_ALICE" sh -c "${4:-} read _; : $3" <"$T/gate" >"$1" 2>"$2" 3>&- &
+	sb_gate "$T/gate"
+	as_t 60 "$SB_ALICE" sh -c "${4:-} read _; : $3" <"$T/gate" >"$1" 2>"$2" 3>&- {GATE_FD}>&- &
 	HELD_PID=$!
-	exec {HELD_FD}>"$T/gate"
 }
 
 # release: let the held call end; its harness's status.
 release() {
-	exec {HELD_FD}>&-
-	HELD_FD=
+	sb_gate_release
 	wait "$HELD_PID"
 }
 

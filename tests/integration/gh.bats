@@ -79,8 +79,6 @@ teardown_file() {
 }
 
 teardown() {
-	# A test that failed while holding slowgh's stdin lets it go.
-	[ -z "${GATE_FD:-}" ] || exec {GATE_FD}>&-
 	sb_reap
 }
 
@@ -383,11 +381,9 @@ never_elsewhere() {
 	local bg m p holder scratch
 	m=$(sb_fakegh_count)
 	# slowgh waits for its stdin, a FIFO held open here until the checks are done.
-	rm -f "$T/gate"
-	mkfifo -m 600 "$T/gate"
-	as "$SB_ALICE" timeout 60 slowgh api user <"$T/gate" >"$T/slow.out" 2>&1 &
+	sb_gate "$T/gate"
+	as "$SB_ALICE" timeout 60 slowgh api user <"$T/gate" >"$T/slow.out" 2>&1 {GATE_FD}>&- &
 	bg=$!
-	exec {GATE_FD}>"$T/gate"
 	# Wait until a runner's process (slowgh's shell or its sleep) holds gh's token
 	# variable in its environment (root can see it): the positive control that the
 	# checks below happen while there is something to find. Since the credential
@@ -435,8 +431,7 @@ for f in glob.glob("/proc/[0-9]*/environ") + glob.glob("/proc/[0-9]*/cmdline") +
 	for p in $scratch; do
 		run ! as "$SB_ALICE" ls "$SB_DIR/state/run/$p"
 	done
-	exec {GATE_FD}>&-
-	GATE_FD=
+	sb_gate_release
 	wait "$bg"
 	run cat "$T/slow.out"
 	[[ $output == *'"login":"octo-agent"'* ]]

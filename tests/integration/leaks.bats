@@ -82,8 +82,6 @@ teardown_file() {
 }
 
 teardown() {
-	# A test that failed while holding slowgh's stdin lets it go.
-	[ -z "${GATE_FD:-}" ] || exec {GATE_FD}>&-
 	sb_reap
 }
 
@@ -259,11 +257,7 @@ EOF
 	local pid p
 	# alice's gh waits for its stdin, a FIFO held open here until bob has tried: its
 	# process is alive, with the placeholder in its environment, for all of the test.
-	rm -f "$T/gate"
-	mkfifo -m 600 "$T/gate"
-	# (Our end first, read-write so that it does not wait for a reader; sb_bg closes it
-	# in the child.)
-	exec {GATE_FD}<>"$T/gate"
+	sb_gate "$T/gate"
 	sb_bg runuser -u "$SB_ALICE" -- env -i "HOME=/home/$SB_ALICE" PATH="$SB_DIR/bin:/usr/bin:/bin" \
 	    SHIMBRIDGE_SOCKET="$SB_SOCK" LANG=C.UTF-8 slowgh api user <"$T/gate" >/dev/null 2>&1
 	sb_wait_for 15 pgrep -u "$SB_RUNNER" -f slowgh >/dev/null
@@ -280,8 +274,7 @@ EOF
 	[ "$status" -eq 126 ]
 	# alice's process was there all along: refused, not merely gone.
 	kill -0 "$pid"
-	exec {GATE_FD}>&-
-	GATE_FD=
+	sb_gate_release
 	no_leak "$T/sandbox.out"
 }
 

@@ -154,6 +154,7 @@ sb_keep() {
 # before), except what sb_keep kept. Prints what it had to kill.
 sb_reap() {
 	local pids kind what keep=()
+	sb_gate_release	# a test that failed while holding a call lets it go
 	if [ -n "${SB_SUITE_ID:-}" ] && [ -f "$SB_REG/$SB_SUITE_ID" ]; then
 		while read -r kind what; do
 			[ "$kind" = keep ] && _sb_id_alive "$what" && keep+=("${what%%.*}")
@@ -634,6 +635,23 @@ as_t() {
 sb_kill_bg() {
 	pkill -TERM -P "$1" 2>/dev/null || true
 	wait "$1" 2>/dev/null || true
+}
+
+# sb_gate FIFO: make FIFO and hold it open (fd GATE_FD) for a call to take as its stdin:
+# a `read` there waits until sb_gate_release (or the teardown's sb_reap) closes it,
+# however slow the machine. Opened read-write, so neither side waits for the other to
+# open it; a call started in the background must not keep it (`{GATE_FD}>&-`; sb_bg
+# closes it in its child), or its stdin never ends.
+sb_gate() {
+	rm -f "$1"
+	mkfifo -m 600 "$1"
+	exec {GATE_FD}<>"$1"
+}
+
+# sb_gate_release: let the call sb_gate holds go (its stdin ends).
+sb_gate_release() {
+	[ -z "${GATE_FD:-}" ] || exec {GATE_FD}>&-
+	GATE_FD=
 }
 
 # Retry CMD... every 50 ms until it succeeds or SECONDS (may be fractional) pass. (Its
