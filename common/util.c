@@ -152,17 +152,17 @@ util_pipe(int p[2], int nonblock)
 #if defined(__linux__)
 	return pipe2(p, O_CLOEXEC | (nonblock ? O_NONBLOCK : 0));
 #else
-	int i, fl;
+	int i, fl, e;
 
 	if (pipe(p) != 0)
 		return -1;
 	for (i = 0; i < 2; i++) {
 		if (fcntl(p[i], F_SETFD, FD_CLOEXEC) != 0 || (nonblock &&
 		    ((fl = fcntl(p[i], F_GETFL)) == -1 || fcntl(p[i], F_SETFL, fl | O_NONBLOCK) != 0))) {
-			i = errno;
+			e = errno;
 			close(p[0]);
 			close(p[1]);
-			errno = i;
+			errno = e;
 			return -1;
 		}
 	}
