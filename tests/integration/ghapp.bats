@@ -220,7 +220,9 @@ by_any() {
 
 # fresh REPO — the newest token of octo/REPO if it was minted in the last 8 s (and is
 # live): a refresh replaces it no sooner than GHAPP_TTL - GHAPP_REFRESH s after its mint,
-# and revokes it a grace later, so it can be used for a while yet.
+# and revokes it a grace later, so it can be used for a while yet. (Take the token from
+# the `sb_wait_for fresh` that found it: asked again a moment later, the clock may have
+# passed the 8 s.)
 fresh() {
 	local f
 	f=$(fps "$1" | tail -n 1)
@@ -364,7 +366,7 @@ since() {
 	# GitHub (the fake) refuses them too: each session's token, used directly. One
 	# minted in the last 8 s, so that no refresh revokes it while it is in use here.
 	local ta tb beta_id
-	b=$(sb_wait_for 25 fresh beta >/dev/null && fresh beta)
+	b=$(sb_wait_for 25 fresh beta)
 	[ -n "$b" ]
 	tb=$(tok "$b")
 	[ "$(api "$tb" GET /api/v3/repos/octo/beta)" = 200 ]
@@ -373,7 +375,7 @@ since() {
 	run rawgit "$tb" ls-remote up:octo/alpha.git
 	[ "$status" -ne 0 ]
 	jq -e -s --arg f "$b" 'any(.[]; .token_fp == $f and .status == 404 and (.path | startswith("/octo/alpha.git")))' "$GIT_LOG"
-	a=$(sb_wait_for 25 fresh alpha >/dev/null && fresh alpha)
+	a=$(sb_wait_for 25 fresh alpha)
 	[ -n "$a" ]
 	ta=$(tok "$a")
 	[ "$(api "$ta" GET /api/v3/repos/octo/alpha)" = 200 ]
@@ -520,7 +522,7 @@ since() {
 @test "session remove revokes the session's token" {
 	local f
 	sb_wait_for 60 eval 'as_t 60 "$SB_BOB" gh pr list -R octo/beta >/dev/null 2>&1'
-	f=$(sb_wait_for 20 live beta >/dev/null && live beta)
+	f=$(sb_wait_for 20 live beta)
 	[ -n "$f" ]
 	run "$SB_BUILD/shimbridge" -c "$SB_CONFIG" --shim-dir "$SB_DIR/bin" session remove bob
 	printf '%s\n' "$output" >>"$T/sandbox.out"
@@ -538,7 +540,7 @@ since() {
 	local f
 	sx alice gh pr list -R octo/alpha
 	ok_or_show
-	f=$(sb_wait_for 20 live alpha >/dev/null && live alpha)
+	f=$(sb_wait_for 20 live alpha)
 	[ -n "$f" ]
 	ghapp_stop
 	: >"$SB_DIR/daemon.stopped"
