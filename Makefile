@@ -80,8 +80,8 @@ SHIM_LINK  := -Wl,-dead_strip
 SHIM_DEFS  :=
 DEP_SHIM_CMD :=
 LDHARDEN   :=
-BASECFLAGS += $(shell $(PKG_CONFIG) --cflags libevent libevent_openssl libssl jansson libsodium libcurl)
-LIBS       := $(shell $(PKG_CONFIG) --libs libevent libevent_openssl libssl jansson libsodium)
+BASECFLAGS += $(shell $(PKG_CONFIG) --cflags libevent libevent_openssl libssl libcrypto jansson libsodium libcurl)
+LIBS       := $(shell $(PKG_CONFIG) --libs libevent libevent_openssl libssl libcrypto jansson libsodium)
 ADMIN_LIBS := $(shell $(PKG_CONFIG) --libs libcurl)
 endif
 # $(call dep_missing,PC-ENTRIES,CMD-ENTRIES): the Debian packages of the missing entries.
