@@ -263,8 +263,8 @@ io_of() {
 	local bg=$!
 	yes_pid=$(pid_of "$SB_RUNNER" '^yes 0123456789abcdef$')
 	# The child is blocked: its write counter no longer moves (for a whole second, once
-	# the pipes toward the peer are full).
-	sb_wait_for 10 eval 'w1=$(io_of "$yes_pid" wchar); sleep 1; w2=$(io_of "$yes_pid" wchar); [ "$w1" -eq "$w2" ]' ||
+	# the pipes toward the peer are full; ten tries: sb_wait_for counts 20 per second).
+	sb_wait_for 0.5 eval 'w1=$(io_of "$yes_pid" wchar); sleep 1; w2=$(io_of "$yes_pid" wchar); [ "$w1" -eq "$w2" ]' ||
 		{ echo "yes kept writing: $w1 -> $w2" >&2; false; }
 	[ "$w1" -lt 10000000 ]
 	# Everyone else is served, including bulk output.
