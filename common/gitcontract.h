@@ -56,7 +56,8 @@
  * heads and tags were when the call began (the ref list it prefetched): "refs\n",
  * then "<oid> <ref>\n" for each, then "end\n"; or "none\n" when it cannot say.
  * When they are exactly the mirror's, shimbridge-git skips its pre-fetch (git
- * fetch would find nothing to do).
+ * fetch would find nothing to do). A push does not fetch first: its pre-receive
+ * hook checks each update against this list, then fetches what else moved.
  */
 #define GITC_ENV_UPSTREAM_REFS	"SHIMBRIDGE_UPSTREAM_REFS"
 #define GITC_REFS_MAX		(60 * 1024)	/* the whole message fits in a pipe */

@@ -502,6 +502,9 @@ gitenv_child(const struct gitctx *ctx, int runflags)
 			gitenv_push(&envp, &n, GITC_ENV_PROGRESS, "1");
 		if (ctx->phases)
 			gitenv_push(&envp, &n, GITC_ENV_PHASES, "1");
+		/* A push leaves the bridge's list of upstream's refs to the hook. */
+		if (ctx->upstream_refs != NULL)
+			gitenv_push(&envp, &n, GITC_ENV_UPSTREAM_REFS, ctx->upstream_refs);
 	}
 	if ((runflags & GITRUN_REFUSAL) && ctx->refusal_fd != -1) {
 		char	num[16];

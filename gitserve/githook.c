@@ -8,6 +8,7 @@
  * process (our grandparent), so it never takes the lock itself.
  */
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -22,6 +24,7 @@
 #include "gitserve.h"
 
 #define GITHOOK_SHOW_MAX	10	/* offending paths listed before we stop looking */
+#define GITHOOK_WARM_WAIT_MS	5000	/* how long a push waits for its warming fetch */
 
 /* One ref update and what we decided about it. */
 struct githook_item {
@@ -30,6 +33,14 @@ struct githook_item {
 	int			 delete;	/* new is zero */
 	int			 branch;	/* refs/heads/ (else refs/tags/) */
 	int			 force;		/* needs "+": not a fast-forward, or a tag move */
+};
+
+/* Upstream's heads and tags, for the checks before the push and the warming fetch. */
+struct githook_upstream {
+	struct gitbuf	  msg;		/* the lines point into it */
+	char		**lines;	/* sorted "<oid> <ref>" */
+	size_t		  n;
+	int		  bridge;	/* the bridge's prefetched list (not asked by us) */
 };
 
 /* State for scanning changed paths. */
@@ -307,8 +318,9 @@ githook_scan_cb(const char *rec, size_t len, void *arg)
 
 /*
  * Refuse changes to denied paths in the commits this push adds: every commit
- * reachable from a new tip but from no existing ref (the mirror's refs are
- * upstream's, fetched just before). Each is compared with its parent; a merge
+ * reachable from a new tip but from no existing ref (the mirror's refs: upstream's
+ * as of the mirror's last fetch, plus what was pushed through it since, all of it
+ * checked or made upstream). Each is compared with its parent; a merge
  * with all its parents (diff-tree -c), so merging upstream work that touched a
  * denied path is fine while a merge that edits one itself is not.
  */
@@ -402,6 +414,231 @@ out:
 	gitbuf_free(&err);
 	free(revlist);
 	return rc;
+}
+
+/*
+ * Upstream's heads and tags asked of upstream itself, as "<oid> <ref>" lines in out
+ * (a protocol v0 ls-remote: its one request also tells the bridge upstream's default
+ * branch, which the bridge's own push check needs). For when the bridge has no list.
+ */
+static int
+githook_ls_remote(const struct gitctx *ctx, const char *gitdir, struct gitbuf *out)
+{
+	const char	*args[] = { gitdir, "-c", "protocol.version=0", "ls-remote", "--refs",
+			    ctx->upstream, NULL };
+	struct gitbuf	 raw;
+	char		*cause = NULL, *line, *next, *tab;
+	int		 rc = -1;
+
+	gitbuf_init(&raw, GITC_REFS_MAX);
+	if (gitrun_cmd(ctx, GITRUN_CRED, args, &raw, NULL, &cause) != 0 || raw.dropped > 0)
+		goto out;
+	for (line = raw.data; line != NULL && *line != '\0'; line = next) {
+		if ((next = strchr(line, '\n')) != NULL)
+			*next++ = '\0';
+		if ((tab = strchr(line, '\t')) == NULL)
+			continue;
+		*tab = ' ';
+		if (strncmp(tab + 1, "refs/heads/", 11) != 0 &&
+		    strncmp(tab + 1, "refs/tags/", 10) != 0)
+			continue;
+		if (gitbuf_add(out, line, strlen(line)) != 0 || gitbuf_add(out, "\n", 1) != 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(cause);
+	gitbuf_free(&raw);
+	return rc;
+}
+
+/* strcmp for bsearch(3) over an array of strings. */
+static int
+githook_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The oid upstream's list gives ref ("<oid> <ref>" lines), or NULL if it has none. */
+static char *
+githook_upstream_oid(char **lines, size_t n, const char *ref)
+{
+	const char	*sp;
+	size_t		 i;
+
+	for (i = 0; i < n; i++) {
+		if ((sp = strchr(lines[i], ' ')) != NULL && strcmp(sp + 1, ref) == 0)
+			return xstrndup(lines[i], sp - lines[i]);
+	}
+	return NULL;
+}
+
+/*
+ * Whether every update starts from upstream's value of its ref. A push does not
+ * refresh the mirror first (gitserve/main.c), so the sandbox may have pushed on top
+ * of a value upstream has since left: someone else pushed, created or deleted the
+ * ref. Upstream would refuse such an update anyway (githook_push leases each ref at
+ * the value the sandbox saw); this says why, in the sandbox's terms, before
+ * anything is sent. Upstream's refs come from the bridge's list, taken as the call
+ * began, or, when it has none, from upstream itself. 0 if all start right (or
+ * upstream cannot be asked: its own check decides), else -1 after saying why.
+ */
+static int
+githook_check_upstream(const struct gitctx *ctx, const char *gitdir,
+    const struct githook_item *items, size_t n, struct githook_upstream *up)
+{
+	struct gitbuf	*msg = &up->msg;
+	char		**lines = NULL, *have;
+	const char	 *what;
+	size_t		  nlines = 0, i;
+	int		  rc = 0;
+
+	if (gitmirror_upstream_refs(ctx, msg, &lines, &nlines) == 0)
+		up->bridge = 1;
+	else {
+		gitbuf_free(msg);
+		gitbuf_init(msg, GITC_REFS_MAX);
+		if (githook_ls_remote(ctx, gitdir, msg) != 0)
+			goto out;
+		nlines = gitmirror_split_lines(msg->data != NULL ? msg->data : (char *)"", &lines);
+	}
+	for (i = 0; i < n; i++) {
+		have = githook_upstream_oid(lines, nlines, items[i].u.ref);
+		what = items[i].branch ? "branch" : "tag";
+		if (have == NULL && items[i].delete) {
+			gitmsg_say("refusing push: %s '%s' is already gone upstream (it was "
+			    "deleted after this repository last fetched). Run git fetch --prune.",
+			    what, githook_short(items[i].u.ref));
+			rc = -1;
+		} else if (have == NULL && !items[i].create) {
+			gitmsg_say("refusing push: %s '%s' no longer exists upstream (it was "
+			    "deleted after this repository last fetched). Run git fetch --prune, "
+			    "then push it as a new %s if it should exist.", what,
+			    githook_short(items[i].u.ref), what);
+			rc = -1;
+		} else if (have != NULL && items[i].create) {
+			gitmsg_say("refusing push: %s '%s' already exists upstream (it was "
+			    "created after this repository last fetched). Run git fetch and look "
+			    "at origin's %s before pushing to it, or push under another name.",
+			    what, githook_short(items[i].u.ref), what);
+			rc = -1;
+		} else if (have != NULL && strcmp(have, items[i].u.old) != 0) {
+			gitmsg_say("refusing push: upstream's %s '%s' has moved since this "
+			    "repository last fetched (someone else pushed to it). Run git fetch, "
+			    "integrate upstream's changes (git pull --rebase) and push again, or "
+			    "push to a new branch and open a pull request.", what,
+			    githook_short(items[i].u.ref));
+			rc = -1;
+		}
+		free(have);
+	}
+out:
+	up->lines = lines;
+	up->n = nlines;
+	return rc;
+}
+
+/*
+ * Keep the mirror warm: while the push goes upstream, fetch into the mirror the
+ * heads and tags upstream moved since its last fetch (the bridge's list against
+ * the mirror's refs), except those this push updates, so that the sandbox's next
+ * fetch finds the mirror fresh instead of paying for the refresh the push skipped.
+ * Its ref list is the bridge's prefetched one (the injector hands it over), so
+ * only the pack, if any, is asked of upstream. receive-pack updates this push's
+ * refs only after the hook exits, and the hook waits for the fetch first: the two
+ * never write the same ref, nor at the same time. Best effort: a fetch that fails,
+ * or takes longer than GITHOOK_WARM_WAIT_MS after the push, changes nothing here
+ * (git fetch --atomic), and the next fetch refreshes the mirror as ever.
+ * Returns 0 with *gp running, or -1 when there is nothing to fetch.
+ */
+static int
+githook_warm_start(const struct gitctx *ctx, const char *gitdir,
+    const struct githook_item *items, size_t n, const struct githook_upstream *up,
+    struct gitproc *gp)
+{
+	const char	*list[] = { gitdir, "for-each-ref", "--format=%(objectname) %(refname)",
+			    "refs/heads/", "refs/tags/", NULL };
+	const char	**args = NULL;
+	char		**have = NULL, **owned = NULL, *cause = NULL;
+	const char	 *ref;
+	struct gitbuf	  out;
+	size_t		  nhave, i, j, k = 0, o = 0;
+	int		  rc = -1, pushed;
+
+	gp->pid = -1;
+	if (!up->bridge || up->n == 0)
+		return -1;
+	gitbuf_init(&out, GITRUN_OUT_MAX);
+	if (gitrun_cmd(ctx, GITRUN_READONLY, list, &out, NULL, &cause) != 0)
+		goto out;
+	nhave = gitmirror_split_lines(out.data != NULL ? out.data : (char *)"", &have);
+	args = xcalloc(up->n + 16, sizeof *args);
+	owned = xcalloc(up->n + 1, sizeof *owned);
+	args[k++] = gitdir;
+	args[k++] = "-c";
+	args[k++] = "protocol.version=0";
+	args[k++] = "fetch";
+	args[k++] = "--quiet";
+	args[k++] = "--no-progress";
+	args[k++] = "--atomic";
+	args[k++] = "--no-tags";
+	args[k++] = "--no-write-fetch-head";
+	args[k++] = "--no-auto-gc";
+	args[k++] = "--no-recurse-submodules";
+	args[k++] = "--no-show-forced-updates";
+	args[k++] = ctx->upstream;
+	for (i = 0; i < up->n; i++) {
+		/* Both lists are sorted "<oid> <ref>" lines: a line the mirror has is current. */
+		if (bsearch(&up->lines[i], have, nhave, sizeof *have, githook_cmp) != NULL)
+			continue;
+		ref = strchr(up->lines[i], ' ') + 1;
+		for (pushed = 0, j = 0; !pushed && j < n; j++)
+			pushed = strcmp(items[j].u.ref, ref) == 0;
+		if (pushed)
+			continue;
+		xasprintf(&owned[o], "+%s:%s", ref, ref);
+		args[k++] = owned[o++];
+	}
+	args[k] = NULL;
+	if (o == 0)
+		goto out;
+	if (gitrun_start(ctx, GITRUN_CRED, args, GITRUN_NULL, GITRUN_NULL, GITRUN_NULL, gp,
+	    &cause) != 0) {
+		gp->pid = -1;
+		goto out;
+	}
+	rc = 0;
+out:
+	for (i = 0; i < o; i++)
+		free(owned[i]);
+	free(owned);
+	free(args);
+	free(have);
+	free(cause);
+	gitbuf_free(&out);
+	return rc;
+}
+
+/* Wait for the warming fetch at most ms milliseconds, then stop it. */
+static void
+githook_warm_finish(struct gitproc *gp, int ms)
+{
+	struct timespec	 tick = { 0, 5 * 1000 * 1000 };
+	int		 waited = 0;
+
+	if (gp->pid <= 0)
+		return;
+	while (waited < ms) {
+		pid_t r = waitpid(gp->pid, NULL, WNOHANG);
+
+		if (r == gp->pid || (r == -1 && errno != EINTR)) {
+			gp->pid = -1;
+			return;
+		}
+		nanosleep(&tick, NULL);
+		waited += 5;
+	}
+	gitrun_abort(gp);
 }
 
 /* Keep a rendered copy of each rejected ref in upstream's porcelain report. */
@@ -730,11 +967,15 @@ githook_pre_receive(int argc, char **argv)
 {
 	struct gitctx		 ctx;
 	struct githook_item	*items = NULL;
+	struct githook_upstream	 up;
+	struct gitproc		 warm = { -1, -1, -1 };
 	char			*cause = NULL, *gitdir = NULL;
 	size_t			 n = 0, i;
 	int			 rc = GS_EXIT_REFUSED, bad = 0;
 
 	memset(&ctx, 0, sizeof ctx);
+	memset(&up, 0, sizeof up);
+	gitbuf_init(&up.msg, GITC_REFS_MAX);
 	if (argc != 3 || strcmp(argv[2], "pre-receive") != 0) {
 		fprintf(stderr, "usage: shimbridge-git hook pre-receive\n");
 		return GS_EXIT_USAGE;
@@ -763,17 +1004,26 @@ githook_pre_receive(int argc, char **argv)
 		goto out;
 	}
 	gitmsg_phase(&ctx, GITC_PHASE_POLICY);
+	if (githook_check_upstream(&ctx, gitdir, items, n, &up) != 0) {
+		gitmsg_say("nothing was pushed upstream.");
+		goto out;
+	}
 	if (githook_ask(&ctx, items, n) != 0) {
 		gitmsg_say("nothing was pushed upstream.");
 		gitmsg_record_refusal(&ctx);
 		goto out;
 	}
+	(void)githook_warm_start(&ctx, gitdir, items, n, &up, &warm);
 	if (githook_push(&ctx, gitdir, items, n) != 0)
 		goto out;
 	gitmsg_phase(&ctx, GITC_PHASE_UPSTREAM);
+	githook_warm_finish(&warm, GITHOOK_WARM_WAIT_MS);
 	rc = GS_EXIT_OK;
 
 out:
+	githook_warm_finish(&warm, 0);
+	free(up.lines);
+	gitbuf_free(&up.msg);
 	if (cause != NULL) {
 		gitmsg_say("refusing push: %s", cause);
 		free(cause);

@@ -1,7 +1,8 @@
 /*
  * The runner-owned bare mirror: one per session and upstream repository. It is made
  * atomically (built next to its final place, then renamed), configured by us alone,
- * refreshed from upstream before every use, and guarded by flock(2) on "NAME.git.lock":
+ * refreshed from upstream before every fetch (a push goes from the refs the sandbox
+ * saw: githook.c), and guarded by flock(2) on "NAME.git.lock":
  * exclusive while anything writes to it, shared while upload-pack reads it.
  */
 #include <sys/file.h>
@@ -507,8 +508,8 @@ gitmirror_cmp(const void *a, const void *b)
 }
 
 /* Split buf (modified) into its non-empty lines, sorted; returns how many. */
-static size_t
-gitmirror_lines(char *buf, char ***v)
+size_t
+gitmirror_split_lines(char *buf, char ***v)
 {
 	char	*line, *next;
 	size_t	 n = 0;
@@ -577,6 +578,25 @@ out:
 	return rc;
 }
 
+/*
+ * Upstream's heads and tags as the bridge saw them when the call began: their
+ * "<oid> <ref>" lines, sorted, in *lines (pointing into msg, which the caller
+ * initialised and frees, as *lines). -1 when the bridge has no list to give.
+ */
+int
+gitmirror_upstream_refs(const struct gitctx *ctx, struct gitbuf *msg, char ***lines,
+    size_t *n)
+{
+	*lines = NULL;
+	*n = 0;
+	if (ctx->upstream_refs == NULL || gitmirror_read_refs(ctx->upstream_refs, msg) != 0)
+		return -1;
+	/* Between "refs\n" and "end\n". */
+	msg->data[msg->len - 4] = '\0';
+	*n = gitmirror_split_lines(msg->data + 5, lines);
+	return 0;
+}
+
 /* Whether the bridge's list of upstream's heads and tags is exactly the mirror's. */
 int
 gitmirror_fresh(const struct gitctx *ctx)
@@ -588,20 +608,15 @@ gitmirror_fresh(const struct gitctx *ctx)
 	size_t		 nup, nhave, i;
 	int		 fresh = 0;
 
-	if (ctx->upstream_refs == NULL)
-		return 0;
 	gitbuf_init(&msg, GITC_REFS_MAX);
 	gitbuf_init(&out, GITRUN_OUT_MAX);
-	if (gitmirror_read_refs(ctx->upstream_refs, &msg) != 0)
+	if (gitmirror_upstream_refs(ctx, &msg, &up, &nup) != 0)
 		goto out;
-	/* Between "refs\n" and "end\n". */
-	msg.data[msg.len - 4] = '\0';
-	nup = gitmirror_lines(msg.data + 5, &up);
 	xasprintf(&gitdir, "--git-dir=%s", ctx->mirror);
 	args[0] = gitdir;
 	if (gitrun_cmd(ctx, GITRUN_READONLY, args, &out, NULL, &cause) != 0)
 		goto out;
-	nhave = gitmirror_lines(out.data != NULL ? out.data : (char *)"", &have);
+	nhave = gitmirror_split_lines(out.data != NULL ? out.data : (char *)"", &have);
 	if (nup != nhave)
 		goto out;
 	for (i = 0; i < nup; i++) {

@@ -243,6 +243,15 @@ int	 gitmirror_lock(const char *path, int how, char **cause);
  * repair its hook; needs LOCK_EX. -1 with a one-line *cause.
  */
 int	 gitmirror_ensure(const struct gitctx *, int *created, char **cause);
+/* Split buf (modified) into its non-empty lines, sorted, in *v (to free); how many. */
+size_t	 gitmirror_split_lines(char *buf, char ***v);
+/*
+ * Upstream's heads and tags when the call began, as the bridge saw them
+ * (SHIMBRIDGE_UPSTREAM_REFS): sorted "<oid> <ref>" lines into msg (initialised and
+ * freed by the caller, as *lines). -1 when the bridge has no list to give.
+ */
+int	 gitmirror_upstream_refs(const struct gitctx *, struct gitbuf *msg, char ***lines,
+	    size_t *n);
 /*
  * Whether upstream's heads and tags when the call began, as the bridge saw them
  * (SHIMBRIDGE_UPSTREAM_REFS), are exactly the mirror's, so that a fetch would

@@ -90,8 +90,15 @@ serve(void)
 		goto out;
 	if (gitmirror_ensure(&ctx, &created, &cause) != 0)
 		goto out;
-	/* Skipped when upstream's heads and tags are the mirror's (the bridge's list). */
-	if (!created && !gitmirror_fresh(&ctx) && gitmirror_fetch(&ctx, &cause) != 0)
+	/*
+	 * A fetch refreshes the mirror first, unless upstream's heads and tags are the
+	 * mirror's (the bridge's list). A push does not: upstream takes each update
+	 * only from the value the sandbox saw (githook_push leases it), and the hook
+	 * compares that value with upstream's before anything is sent
+	 * (githook_check_upstream). So a push costs no fetch of what others pushed.
+	 */
+	if (!created && strcmp(ctx.service, "upload-pack") == 0 && !gitmirror_fresh(&ctx) &&
+	    gitmirror_fetch(&ctx, &cause) != 0)
 		goto out;
 	gitmsg_phase(&ctx, GITC_PHASE_MIRROR);
 

@@ -300,10 +300,13 @@ now_ms() {
 	[ "$out" = early ]
 }
 
-@test "stdout: 100 MB arrive intact, in order" {
+@test "stdout: 100 MB (20 MB under ASan) arrive intact, in order" {
+	# The sanitized daemon relays the same code paths ~5x slower: a fifth is enough there.
+	local n=100000000
+	ldd "$SB_BUILD/shimbridged" | grep -q libasan && n=20000000
 	rm -f "$T/rc"
-	cmp <(as_t 60 "$SB_ALICE" sh -c 'head -c 100000000 /dev/zero | tr "\0" a'; echo $? >"$T/rc") \
-		<(head -c 100000000 /dev/zero | tr '\0' a)
+	cmp <(as_t 60 "$SB_ALICE" sh -c 'head -c "$1" /dev/zero | tr "\0" a' _ "$n"; echo $? >"$T/rc") \
+		<(head -c "$n" /dev/zero | tr '\0' a)
 	sb_wait_for 5 test -s "$T/rc"
 	[ "$(cat "$T/rc")" = 0 ]
 	rm -f "$T/rc"

@@ -622,6 +622,84 @@ gb_askbranch() {
 	sb_audit_grep 'r["event"] == "http" and r.get("session") == "alice" and r.get("tool") == "git" and "git-receive-pack" in r.get("request", "") and r.get("status") == 200'
 }
 
+# gb_up_since N PATTERN: how many of upstream's requests after the first N match PATTERN.
+gb_up_since() {
+	tail -n +"$(($1 + 1))" "$GB_UP/requests.log" | grep -c -- "$2" || true
+}
+
+# gb_human_push BRANCH FILE: a human pushes a commit to BRANCH directly upstream; prints it.
+gb_human_push() {
+	local h=$BATS_TEST_TMPDIR/human
+	rm -rf "$h"
+	git clone -q -b "$1" "$GB_UPREPO" "$h"
+	printf '%s\n' "human $RANDOM" >>"$h/$2"
+	git -C "$h" add "$2"
+	git -C "$h" -c user.name=Up -c user.email=up@example.com commit -q -m "human $2"
+	git -C "$h" push -q origin "$1"
+	git -C "$h" rev-parse HEAD
+}
+
+@test "a push does not wait for what others pushed, and warms the mirror meanwhile; one from a value upstream has left is refused, nothing sent" {
+	gb_clone alice c
+	gb_as alice c git checkout -q -b gb-stale
+	gb_commit alice c stale-1.txt
+	sgit alice c push origin gb-stale
+	gb_status 0
+	# A human pushes to main: alice's mirror is behind on a branch her push does not touch.
+	news=$(gb_upstream_commit stale-news.txt)
+	gb_commit alice c stale-2.txt
+	n=$(gb_uplines)
+	sgit alice c push origin gb-stale
+	gb_status 0
+	[ "$(gb_upref refs/heads/gb-stale)" = "$(gb_rev alice c HEAD)" ]
+	# Upstream's ref list was asked for once (the bridge's prefetch, also the warming
+	# fetch's); main came into the mirror beside the push, with one upload-pack POST.
+	[ "$(gb_up_since "$n" '"query": "service=git-upload-pack"')" = 1 ]
+	[ "$(gb_up_since "$n" '"path": "/octo/demo.git/git-upload-pack"')" = 1 ]
+	[ "$(gb_up_since "$n" '"path": "/octo/demo.git/git-receive-pack"')" = 1 ]
+	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/main)" = "$news" ]
+	gb_fsck "$GB_MIRROR_ALICE"
+	# So a fetch now finds the mirror fresh: no request beyond the prefetch.
+	n=$(gb_uplines)
+	sgit alice c fetch origin main
+	gb_status 0
+	[ "$(gb_rev alice c origin/main)" = "$news" ]
+	[ "$(gb_up_since "$n" '"path": "/octo/demo.git/git-upload-pack"')" = 0 ]
+
+	# A human pushes to gb-stale itself: alice's next push starts from a value upstream left.
+	theirs=$(gb_human_push gb-stale human.txt)
+	gb_commit alice c stale-3.txt
+	n=$(gb_uplines)
+	sgit alice c push origin gb-stale
+	gb_status 1
+	[[ "$output" == *"upstream's branch 'gb-stale' has moved since this repository last fetched"* ]]
+	[[ "$output" == *"git pull --rebase"* ]]
+	[[ "$output" == *"! [remote rejected] gb-stale -> gb-stale"* ]]
+	[ "$(gb_upref refs/heads/gb-stale)" = "$theirs" ]
+	[ "$(gb_up_since "$n" '"path": "/octo/demo.git/git-receive-pack"')" = 0 ]
+	# As the message says: integrate, push again.
+	sgit alice c pull -q --rebase origin gb-stale
+	gb_status 0
+	sgit alice c push origin gb-stale
+	gb_status 0
+	[ "$(gb_upref refs/heads/gb-stale)" = "$(gb_rev alice c HEAD)" ]
+	[ "$(gb_as alice c git rev-parse HEAD~1)" = "$theirs" ]
+
+	# A branch created upstream after the mirror last fetched, and one deleted there.
+	git --git-dir="$GB_UPREPO" update-ref refs/heads/gb-theirs "$theirs"
+	gb_as alice c git checkout -q -b gb-theirs
+	sgit alice c push origin gb-theirs
+	gb_status 1
+	[[ "$output" == *"branch 'gb-theirs' already exists upstream"* ]]
+	[ "$(gb_upref refs/heads/gb-theirs)" = "$theirs" ]
+	git --git-dir="$GB_UPREPO" update-ref -d refs/heads/gb-stale
+	gb_commit alice c stale-4.txt
+	sgit alice c push origin HEAD:gb-stale
+	gb_status 1
+	[[ "$output" == *"branch 'gb-stale' no longer exists upstream"* ]]
+	[ "$(gb_upref refs/heads/gb-stale)" = none ]
+}
+
 @test "the default branch takes no direct push: refused with the pull-request hint, nothing sent" {
 	gb_clone alice c
 	before=$(gb_upref refs/heads/main)

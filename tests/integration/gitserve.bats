@@ -253,6 +253,65 @@ refs_message() {
 	kill "$REFS_HOLDER"
 }
 
+# POSTs upstream saw for this test's repository to the service $1.
+up_posts() {
+	upstream_requests '"method": "POST"' | grep -c "$1" || true
+}
+
+@test "a push does not refresh the mirror; an update from a value upstream has left is refused, by the bridge's list or by asking" {
+	clone
+	git -C "$W/c" checkout -q -b feature
+	commit_file "$W/c" f1.txt
+	cgit -C "$W/c" push origin feature
+	[ "$status" -eq 0 ]
+	# Upstream's main moves: a push to feature fetches nothing and lands.
+	upstream_commit push-news.txt "news"
+	commit_file "$W/c" f2.txt
+	n=$(up_posts git-upload-pack)
+	cgit -C "$W/c" push origin feature
+	[ "$status" -eq 0 ]
+	[ "$(upref refs/heads/feature)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+	[ "$(up_posts git-upload-pack)" = "$n" ]
+	[ "$(git --git-dir="$MIRROR" rev-parse refs/heads/main)" != "$(upref refs/heads/main)" ]
+
+	# A human pushes to feature. With no list from the bridge, the hook asks upstream.
+	git -C "$W/seed" fetch -q "$UP" feature
+	git -C "$W/seed" checkout -q -B feature FETCH_HEAD
+	echo theirs >"$W/seed/theirs.txt"
+	git -C "$W/seed" add theirs.txt
+	git -C "$W/seed" -c user.name=Up -c user.email=up@example.com commit -q -m theirs
+	git -C "$W/seed" push -q "$UP" feature
+	git -C "$W/seed" checkout -q main
+	theirs=$(upref refs/heads/feature)
+	commit_file "$W/c" f3.txt
+	pushes=$(up_posts git-receive-pack)
+	cgit -C "$W/c" push origin feature
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"upstream's branch 'feature' has moved since this repository last fetched"* ]]
+	[[ "$output" == *"nothing was pushed upstream"* ]]
+	[ "$(upref refs/heads/feature)" = "$theirs" ]
+	[ "$(up_posts git-receive-pack)" = "$pushes" ]
+
+	# The same with the bridge's list (upstream's refs now), and no request to learn them.
+	WRAP_ENV="SHIMBRIDGE_UPSTREAM_REFS='$W/refs'" make_wrapper "$T/srv$N.sh" "$TOKEN" version=2
+	refs_message "$UP" "$W/now"
+	refs_fifo "$W/now"
+	n=$(upstream_requests 'info/refs' | wc -l)
+	cgit -C "$W/c" push origin feature
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"upstream's branch 'feature' has moved since this repository last fetched"* ]]
+	[ "$(upstream_requests 'info/refs' | wc -l)" = "$n" ]
+	[ "$(upref refs/heads/feature)" = "$theirs" ]
+	kill "$REFS_HOLDER"
+	make_wrapper "$T/srv$N.sh" "$TOKEN" version=2
+	# After a fetch and a rebase the push goes.
+	cgit -C "$W/c" pull -q --rebase origin feature
+	[ "$status" -eq 0 ]
+	cgit -C "$W/c" push origin feature
+	[ "$status" -eq 0 ]
+	[ "$(upref refs/heads/feature)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+}
+
 @test "a fetch with a big negotiation (gzip'd HTTP upstream) works" {
 	# 40 branches that all move between the clone and the fetch: >1 KiB of haves.
 	branches() {
@@ -464,8 +523,18 @@ up_pushes() {
 	[[ "$output" == *"refusing to delete tag 'v1'"* ]]
 	[ "$(upref refs/tags/v1)" = "$v1" ]
 
-	# A tag a person made upstream is just as fixed.
+	# A tag a person made upstream is just as fixed. Before the sandbox has fetched it
+	# (a push does not refresh the mirror) a push of that name is a creation, and the
+	# tag exists upstream; after a fetch, a deletion, and the policy's.
 	git --git-dir="$UP" tag up1 "$v1"
+	git -C "$W/c" tag up1 HEAD
+	cgit -C "$W/c" push --force origin up1
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"tag 'up1' already exists upstream"* ]]
+	[ "$(upref refs/tags/up1)" = "$v1" ]
+	git -C "$W/c" tag -d up1 >/dev/null
+	cgit -C "$W/c" fetch origin
+	[ "$status" -eq 0 ]
 	cgit -C "$W/c" push origin :refs/tags/up1
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"refusing to delete tag 'up1'"* ]]
