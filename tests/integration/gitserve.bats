@@ -185,6 +185,29 @@ commit_file() {
 	[ "$(git --git-dir="$MIRROR" config transfer.fsckObjects)" = true ]
 	[ "$(git --git-dir="$MIRROR" config core.hooksPath)" = "$MIRROR/hooks" ]
 	[ "$(git --git-dir="$MIRROR" config gc.auto)" = 0 ]
+	# Every setting, as git reads the file (written in one go, not by git config).
+	diff <(git config --file "$MIRROR/config" --list | sort) <(sort <<EOF
+core.repositoryformatversion=0
+core.filemode=true
+core.bare=true
+transfer.fsckobjects=true
+receive.fsckobjects=true
+receive.denydeletes=false
+receive.denynonfastforwards=false
+receive.autogc=false
+receive.advertisepushoptions=false
+fetch.fsckobjects=true
+uploadpack.allowanysha1inwant=false
+gc.auto=0
+maintenance.auto=false
+core.fsmonitor=false
+core.logallrefupdates=false
+core.hookspath=$MIRROR/hooks
+remote.upstream.url=$UPURL
+remote.upstream.fetch=+refs/heads/*:refs/heads/*
+remote.upstream.fetch=+refs/tags/*:refs/tags/*
+EOF
+)
 	grep -q 'hook pre-receive' "$MIRROR/hooks/pre-receive"
 	[ -z "$(find "$MIRROR" -name '*.sample')" ]
 	! grep -rqF "$TOKEN" "$MIRROR" || false
