@@ -556,8 +556,6 @@ githook_warm_start(const struct gitctx *ctx, const char *gitdir,
     const struct githook_item *items, size_t n, const struct githook_upstream *up,
     struct gitproc *gp)
 {
-	const char	*list[] = { gitdir, "for-each-ref", "--format=%(objectname) %(refname)",
-			    "refs/heads/", "refs/tags/", NULL };
 	const char	**args = NULL;
 	char		**have = NULL, **owned = NULL, *cause = NULL;
 	const char	 *ref;
@@ -569,9 +567,8 @@ githook_warm_start(const struct gitctx *ctx, const char *gitdir,
 	if (!up->bridge || up->n == 0)
 		return -1;
 	gitbuf_init(&out, GITRUN_OUT_MAX);
-	if (gitrun_cmd(ctx, GITRUN_READONLY, list, &out, NULL, &cause) != 0)
+	if (gitmirror_own_refs(ctx, &out, &have, &nhave) != 0)
 		goto out;
-	nhave = gitmirror_split_lines(out.data != NULL ? out.data : (char *)"", &have);
 	args = xcalloc(up->n + 16, sizeof *args);
 	owned = xcalloc(up->n + 1, sizeof *owned);
 	args[k++] = gitdir;

@@ -612,27 +612,43 @@ gitmirror_upstream_refs(const struct gitctx *ctx, struct gitbuf *msg, char ***li
 	return 0;
 }
 
+/*
+ * The mirror's own heads and tags: sorted "<oid> <ref>" lines in *lines (pointing
+ * into out, which the caller initialised and frees, as *lines). -1 if git fails.
+ */
+int
+gitmirror_own_refs(const struct gitctx *ctx, struct gitbuf *out, char ***lines, size_t *n)
+{
+	const char	*args[] = { NULL, "for-each-ref", "--format=%(objectname) %(refname)",
+			    "refs/heads/", "refs/tags/", NULL };
+	char		*gitdir, *cause = NULL;
+	int		 rc;
+
+	*lines = NULL;
+	*n = 0;
+	xasprintf(&gitdir, "--git-dir=%s", ctx->mirror);
+	args[0] = gitdir;
+	rc = gitrun_cmd(ctx, GITRUN_READONLY, args, out, NULL, &cause) == 0 ? 0 : -1;
+	if (rc == 0)
+		*n = gitmirror_split_lines(out->data != NULL ? out->data : (char *)"", lines);
+	free(cause);
+	free(gitdir);
+	return rc;
+}
+
 /* Whether the bridge's list of upstream's heads and tags is exactly the mirror's. */
 int
 gitmirror_fresh(const struct gitctx *ctx)
 {
-	const char	*args[] = { NULL, "for-each-ref", "--format=%(objectname) %(refname)",
-			    "refs/heads/", "refs/tags/", NULL };
 	struct gitbuf	 msg, out;
-	char		*gitdir = NULL, *cause = NULL, **up = NULL, **have = NULL;
+	char		**up = NULL, **have = NULL;
 	size_t		 nup, nhave, i;
 	int		 fresh = 0;
 
 	gitbuf_init(&msg, GITC_REFS_MAX);
 	gitbuf_init(&out, GITRUN_OUT_MAX);
-	if (gitmirror_upstream_refs(ctx, &msg, &up, &nup) != 0)
-		goto out;
-	xasprintf(&gitdir, "--git-dir=%s", ctx->mirror);
-	args[0] = gitdir;
-	if (gitrun_cmd(ctx, GITRUN_READONLY, args, &out, NULL, &cause) != 0)
-		goto out;
-	nhave = gitmirror_split_lines(out.data != NULL ? out.data : (char *)"", &have);
-	if (nup != nhave)
+	if (gitmirror_upstream_refs(ctx, &msg, &up, &nup) != 0 ||
+	    gitmirror_own_refs(ctx, &out, &have, &nhave) != 0 || nup != nhave)
 		goto out;
 	for (i = 0; i < nup; i++) {
 		if (strcmp(up[i], have[i]) != 0)
@@ -640,8 +656,6 @@ gitmirror_fresh(const struct gitctx *ctx)
 	}
 	fresh = 1;
 out:
-	free(cause);
-	free(gitdir);
 	free(up);
 	free(have);
 	gitbuf_free(&msg);

@@ -252,6 +252,9 @@ size_t	 gitmirror_split_lines(char *buf, char ***v);
  */
 int	 gitmirror_upstream_refs(const struct gitctx *, struct gitbuf *msg, char ***lines,
 	    size_t *n);
+/* The mirror's own heads and tags, the same way (out and *lines to free); -1 if git fails. */
+int	 gitmirror_own_refs(const struct gitctx *, struct gitbuf *out, char ***lines,
+	    size_t *n);
 /*
  * Whether upstream's heads and tags when the call began, as the bridge saw them
  * (SHIMBRIDGE_UPSTREAM_REFS), are exactly the mirror's, so that a fetch would
