@@ -586,9 +586,10 @@ githook_warm_start(const struct gitctx *ctx, const char *gitdir,
 	args[k++] = ctx->upstream;
 	for (i = 0; i < up->n; i++) {
 		/* Both lists are sorted "<oid> <ref>" lines: a line the mirror has is current. */
-		if (bsearch(&up->lines[i], have, nhave, sizeof *have, githook_cmp) != NULL)
+		if (bsearch(&up->lines[i], have, nhave, sizeof *have, githook_cmp) != NULL ||
+		    (ref = strchr(up->lines[i], ' ')) == NULL)
 			continue;
-		ref = strchr(up->lines[i], ' ') + 1;
+		ref++;
 		for (pushed = 0, j = 0; !pushed && j < n; j++)
 			pushed = strcmp(items[j].u.ref, ref) == 0;
 		if (pushed)
