@@ -51,6 +51,7 @@
 #define INJECT_SUMMARY_MAX	256
 #define INJECT_PREFETCH_MAX	(8 * 1024 * 1024)	/* a prefetched answer's body */
 #define INJECT_PREFETCH_AGE	30		/* seconds it may wait for the tool */
+#define INJECT_PREFETCHES	2		/* per injector, each of its own target */
 
 /* A GET made before the tool asks for it (inject_prefetch). */
 enum prefetch_state {
@@ -66,6 +67,7 @@ struct prefetch {
 	struct evkeyvalq	 headers;	/* the answer's end-to-end headers */
 	struct evbuffer		*body;
 	int			 overflow;	/* the body passed INJECT_PREFETCH_MAX */
+	int			 notify;	/* the first: its answer goes to prefetched */
 	int			 told;		/* the prefetched callback ran */
 	struct timeval		 ready;		/* when it was complete */
 };
@@ -126,7 +128,7 @@ struct inject {
 	unsigned int		 nlive;
 	unsigned int		 n401;
 	unsigned int		 nrequests;
-	struct prefetch		*pf;		/* inject_prefetch's, or NULL */
+	struct prefetch		*pf[INJECT_PREFETCHES];	/* inject_prefetch's, or NULL */
 	int			 closing;	/* inject_free runs */
 };
 
@@ -400,7 +402,7 @@ inject_prefetch_fail(struct prefetch *pf, struct inject *inj)
 	if (pf->body != NULL)
 		evbuffer_free(pf->body);
 	pf->body = NULL;
-	if (!pf->told && inj->prefetched != NULL && !inj->closing) {
+	if (pf->notify && !pf->told && inj->prefetched != NULL && !inj->closing) {
 		pf->told = 1;
 		inj->prefetched(inj->arg, NULL, 0);
 	}
@@ -447,13 +449,19 @@ inject_prefetch_serve(struct prefetch *pf, struct exchange *ex)
 static int
 inject_prefetch_take(struct inject *inj, struct exchange *ex)
 {
-	struct prefetch	*pf = inj->pf;
+	struct prefetch	*pf = NULL;
 	struct timeval	 now;
+	size_t		 i;
 
-	if (pf == NULL || pf->state == PF_DONE || ex->cmd != EVHTTP_REQ_GET ||
-	    strcmp(evhttp_request_get_uri(ex->down), pf->uri) != 0 ||
-	    evhttp_find_header(evhttp_request_get_input_headers(ex->down),
-	    "Git-Protocol") != NULL)
+	if (ex->cmd != EVHTTP_REQ_GET || evhttp_find_header(
+	    evhttp_request_get_input_headers(ex->down), "Git-Protocol") != NULL)
+		return 0;
+	for (i = 0; pf == NULL && i < INJECT_PREFETCHES; i++) {
+		if (inj->pf[i] != NULL && inj->pf[i]->state != PF_DONE &&
+		    strcmp(evhttp_request_get_uri(ex->down), inj->pf[i]->uri) == 0)
+			pf = inj->pf[i];
+	}
+	if (pf == NULL)
 		return 0;
 	if (pf->state == PF_PENDING) {
 		if (pf->waiter != NULL)
@@ -475,6 +483,7 @@ static void
 inject_exchange_free(struct exchange *ex)
 {
 	struct inject	*inj = ex->inj;
+	size_t		 i;
 
 	if (ex->dns != NULL) {
 		evdns_getaddrinfo_cancel(ex->dns);	/* its callback sees EVUTIL_EAI_CANCEL */
@@ -495,8 +504,10 @@ inject_exchange_free(struct exchange *ex)
 		event_free(ex->reap);
 	if (ex->wait != NULL)
 		event_free(ex->wait);
-	if (inj->pf != NULL && inj->pf->waiter == ex)
-		inj->pf->waiter = NULL;
+	for (i = 0; i < INJECT_PREFETCHES; i++) {
+		if (inj->pf[i] != NULL && inj->pf[i]->waiter == ex)
+			inj->pf[i]->waiter = NULL;
+	}
 	if (ex->pf != NULL) {
 		ex->pf->ex = NULL;
 		if (ex->pf->state == PF_PENDING)
@@ -708,7 +719,7 @@ inject_up_done_cb(struct evhttp_request *up, void *arg)
 			pf->state = PF_READY;
 			event_base_gettimeofday_cached(ex->inj->base, &pf->ready);
 			inject_audit(ex, NULL);
-			if (ex->inj->prefetched != NULL && !pf->told) {
+			if (pf->notify && ex->inj->prefetched != NULL && !pf->told) {
 				pf->told = 1;
 				size_t		 blen = evbuffer_get_length(pf->body);
 				unsigned char	*b = evbuffer_pullup(pf->body, -1);
@@ -1233,12 +1244,16 @@ reap:
 	inject_reap(ex);
 }
 
-/* Forget the prefetched answer; a request waiting for it goes upstream. */
+/* Forget the prefetched answers; a request waiting for one goes upstream. */
 void
 inject_prefetch_drop(struct inject *inj)
 {
-	if (inj != NULL && inj->pf != NULL && inj->pf->state != PF_DONE)
-		inject_prefetch_fail(inj->pf, inj);
+	size_t	i;
+
+	for (i = 0; inj != NULL && i < INJECT_PREFETCHES; i++) {
+		if (inj->pf[i] != NULL && inj->pf[i]->state != PF_DONE)
+			inject_prefetch_fail(inj->pf[i], inj);
+	}
 }
 
 /* Start a GET of uri upstream for the tool's first request of it (see inject.h). */
@@ -1249,10 +1264,22 @@ inject_prefetch(struct inject *inj, const char *uri, char **cause)
 	struct httppolicy_verdict	 v;
 	struct prefetch			*pf = NULL;
 	struct exchange			*ex = NULL;
+	size_t				 i, slot = INJECT_PREFETCHES;
 
 	*cause = NULL;
-	if (inj->pf != NULL || uri[0] != '/') {
-		inject_cause(cause, "one prefetch of a path per injector");
+	for (i = INJECT_PREFETCHES; i-- > 0; ) {
+		if (inj->pf[i] == NULL)
+			slot = i;
+		else if (strcmp(inj->pf[i]->uri, uri) == 0)
+			slot = INJECT_PREFETCHES + 1;
+	}
+	if (uri[0] != '/') {
+		inject_cause(cause, "prefetch of %.200s: not a path", uri);
+		return -1;
+	}
+	if (slot >= INJECT_PREFETCHES) {
+		inject_cause(cause, "at most %d prefetches per injector, each of its own path",
+		    INJECT_PREFETCHES);
 		return -1;
 	}
 	memset(&preq, 0, sizeof preq);
@@ -1282,7 +1309,8 @@ inject_prefetch(struct inject *inj, const char *uri, char **cause)
 	TAILQ_INIT(&pf->headers);
 	pf->state = PF_PENDING;
 	pf->ex = ex;
-	inj->pf = pf;
+	pf->notify = slot == 0;
+	inj->pf[slot] = pf;
 	ex->inj = inj;
 	ex->pf = pf;
 	ex->cmd = EVHTTP_REQ_GET;
@@ -1449,6 +1477,7 @@ void
 inject_free(struct inject *inj)
 {
 	struct exchange	*ex;
+	size_t		 i;
 
 	if (inj == NULL)
 		return;
@@ -1471,12 +1500,14 @@ inject_free(struct inject *inj)
 	free(inj->up_hosthdr);
 	free(inj->username);
 	free(inj->placeholder);
-	if (inj->pf != NULL) {
-		evhttp_clear_headers(&inj->pf->headers);
-		if (inj->pf->body != NULL)
-			evbuffer_free(inj->pf->body);
-		free(inj->pf->uri);
-		free(inj->pf);
+	for (i = 0; i < INJECT_PREFETCHES; i++) {
+		if (inj->pf[i] == NULL)
+			continue;
+		evhttp_clear_headers(&inj->pf[i]->headers);
+		if (inj->pf[i]->body != NULL)
+			evbuffer_free(inj->pf[i]->body);
+		free(inj->pf[i]->uri);
+		free(inj->pf[i]);
 	}
 	free(inj);
 }

@@ -59,9 +59,9 @@ struct inject_target {
 			    unsigned long long bytes_up, unsigned long long bytes_down,
 			    const char *refusal);
 	/*
-	 * Optional: called once for inject_prefetch: with the body of its 200 answer
-	 * (valid during the call), or with NULL when there will be none (failed, not
-	 * 200, too large, dropped).
+	 * Optional: called once for the first inject_prefetch: with the body of its
+	 * 200 answer (valid during the call), or with NULL when there will be none
+	 * (failed, not 200, too large, dropped).
 	 */
 	void		(*prefetched)(void *arg, const unsigned char *body, size_t len);
 	/*
@@ -101,12 +101,14 @@ void		 inject_free(struct inject *);
  * Git-Protocol header is then answered from it (or waits for it), within
  * INJECT_PREFETCH_AGE seconds; if it fails or is not 200, the tool's request
  * goes upstream itself. The same policy applies as to the tool's requests, and
- * it is audited ("prefetch ..."). One per injector; -1 and *cause if refused.
+ * it is audited ("prefetch ..."). Up to two per injector, each of its own uri;
+ * only the first one's answer goes to the prefetched callback. -1 and *cause if
+ * refused.
  */
 int		 inject_prefetch(struct inject *, const char *uri, char **cause);
 /*
- * Forget the prefetched answer (taken too early: something may have changed
- * since); a request waiting for it goes upstream. NULL or none: nothing happens.
+ * Forget the prefetched answers (taken too early: something may have changed
+ * since); a request waiting for one goes upstream. NULL or none: nothing happens.
  */
 void		 inject_prefetch_drop(struct inject *);
 /* How many upstream answers were HTTP 401 (the host's token was rejected). */

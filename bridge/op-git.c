@@ -405,10 +405,15 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_
 	if (st->inj == NULL)
 		return -1;
 	/*
-	 * Every call starts by refreshing (or creating) the mirror with a protocol v0
-	 * fetch (gitserve/gitmirror.c), whose first request is upstream's ref list:
-	 * ask for it now, while the jail and shimbridge-git start. A failure here only
-	 * means git's own request goes upstream.
+	 * Upstream's ref list (a protocol v0 upload-pack advertisement) is the first
+	 * thing a call asks upstream: a fetch refreshes (or creates) the mirror with
+	 * it (gitserve/gitmirror.c); a push's hook checks each update against it and
+	 * warms the mirror from it (githook.c). Ask for it now, while the jail and
+	 * shimbridge-git start. A push's hook then pushes upstream, and its git's
+	 * first request is receive-pack's advertisement: ask for that too, so that
+	 * it is there when the hook gets that far (a stale one only costs a refused
+	 * push: upstream takes an update only from the old value the push names).
+	 * A failure here only means git's own request goes upstream.
 	 */
 	xasprintf(&pf, "/%s/%s.git/info/refs?service=git-upload-pack", g->owner, g->name);
 	if (op_git_claim(st, g->mirror)) {
@@ -416,6 +421,13 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_
 			log_warnx("git: %s", pfwhy);
 		else
 			(void)op_git_refs_fifo(st, c->scratch);
+		free(pf);
+		free(pfwhy);
+		pfwhy = NULL;
+		xasprintf(&pf, "/%s/%s.git/info/refs?service=git-receive-pack", g->owner,
+		    g->name);
+		if (g->svc->push && inject_prefetch(st->inj, pf, &pfwhy) != 0)
+			log_warnx("git: %s", pfwhy);
 	}
 	free(pf);
 	free(pfwhy);

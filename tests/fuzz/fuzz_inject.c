@@ -199,9 +199,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	t.audit = fuzz_audit;
 	if ((inj = inject_new(base, fuzz_listen(), &t, &cause)) == NULL)
 		abort();
-	/* git with bit 0x40: a prefetch under way (it fails; a request waiting is sent on). */
+	/*
+	 * git with bit 0x40: a prefetch under way (it fails; a request waiting is sent
+	 * on); with 0x80 (a push) as well, receive-pack's advertisement too, as a push's.
+	 */
 	if (sel == 2 && (data[0] & 0x40) &&
 	    inject_prefetch(inj, "/o/r.git/info/refs?service=git-upload-pack", &cause) != 0)
+		abort();
+	if (sel == 2 && (data[0] & 0xc0) == 0xc0 &&
+	    inject_prefetch(inj, "/o/r.git/info/refs?service=git-receive-pack", &cause) != 0)
 		abort();
 
 	memset(&c, 0, sizeof c);

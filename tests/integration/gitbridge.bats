@@ -388,12 +388,13 @@ gb_mirref() {
 	git -c safe.directory='*' --git-dir="$1" rev-parse -q --verify "$2" || echo none
 }
 
-# Requests the upstream has seen so far, and those for receive-pack (a push).
+# Requests the upstream has seen so far, and the pushes among them (POST .../git-receive-pack;
+# every push call also reads receive-pack's ref advertisement ahead, which pushes nothing).
 gb_uplines() {
 	wc -l <"$GB_UP/requests.log"
 }
 gb_up_receive() {
-	grep -c 'receive-pack' "$GB_UP/requests.log" || true
+	grep -c '"method": "POST", "path": "[^"]*/git-receive-pack"' "$GB_UP/requests.log" || true
 }
 
 # A human commits directly upstream (not through shimbridge) on main; prints the commit.
@@ -609,9 +610,11 @@ gb_askbranch() {
 }
 
 @test "push of a new branch lands upstream" {
+	local n
 	gb_clone alice c
 	gb_as alice c git checkout -q -b gb-new
 	gb_commit alice c src/new.c
+	n=$(gb_uplines)
 	sgit alice c push origin gb-new
 	gb_status 0
 	[[ "$output" == *"* [new branch]"*"gb-new -> gb-new"* ]]
@@ -620,6 +623,12 @@ gb_askbranch() {
 	sb_audit_grep 'r["event"] == "allowed" and r.get("session") == "alice" and r.get("argv", [""])[0] == "git-receive-pack"'
 	# The upstream leg went through the bridge's injector: shimbridge-git held no token.
 	sb_audit_grep 'r["event"] == "http" and r.get("session") == "alice" and r.get("tool") == "git" and "git-receive-pack" in r.get("request", "") and r.get("status") == 200'
+	# Receive-pack's ref advertisement was asked for while the sandbox's pack came in,
+	# and the hook's git push got it from there: one GET of it upstream, one push.
+	sb_audit_grep 'r["event"] == "http" and r.get("session") == "alice" and r.get("request") == "prefetch GET /octo/demo.git/info/refs?service=git-receive-pack" and r.get("status") == 200'
+	sb_audit_grep 'r["event"] == "http" and r.get("session") == "alice" and r.get("request") == "GET /octo/demo.git/info/refs?service=git-receive-pack (prefetched)" and r.get("status") == 200'
+	[ "$(gb_up_since "$n" '"query": "service=git-receive-pack"')" = 1 ]
+	[ "$(gb_up_since "$n" '"method": "POST", "path": "/octo/demo.git/git-receive-pack"')" = 1 ]
 }
 
 # gb_up_since N PATTERN: how many of upstream's requests after the first N match PATTERN.

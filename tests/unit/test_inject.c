@@ -118,6 +118,83 @@ test_inject_targets(void **state)
 	assert_false(try_target("https://example.com", INJECT_AUTH_TOKEN, NULL, "sp ace"));
 }
 
+/* Count the prefetched callback's calls, and those with an answer. */
+static int nprefetched, nprefetched_body;
+
+static void
+prefetched_cb(void *arg, const unsigned char *body, size_t len)
+{
+	(void)arg;
+	(void)len;
+	nprefetched++;
+	nprefetched_body += body != NULL;
+}
+
+/*
+ * inject_prefetch: two targets per injector, each once, each through the policy;
+ * only the first one's outcome goes to the prefetched callback. The upstream
+ * refuses connections, so both fail, and the callback hears of it once.
+ */
+static void
+test_inject_prefetch(void **state)
+{
+	static const struct httppolicy_scope fetch = { HTTP_API_GIT, repos, 1, 0 };
+	static const struct httppolicy_scope push = { HTTP_API_GIT, repos, 1, 1 };
+	const char		*up = "/o/r.git/info/refs?service=git-upload-pack";
+	const char		*rp = "/o/r.git/info/refs?service=git-receive-pack";
+	struct event_base	*base;
+	struct inject_target	 t;
+	struct inject		*inj;
+	char			*cause = NULL;
+	int			 i, pass;
+
+	(void)state;
+	for (pass = 0; pass < 2; pass++) {
+		base = event_base_new();
+		memset(&t, 0, sizeof t);
+		t.api = HTTP_API_GIT;
+		t.upstream = "http://127.0.0.1:1";
+		t.auth = INJECT_AUTH_BASIC;
+		t.username = "x-access-token";
+		t.scope = pass == 0 ? &fetch : &push;
+		t.secret = secret_cb;
+		t.audit = audit_cb;
+		t.prefetched = prefetched_cb;
+		nprefetched = nprefetched_body = 0;
+		assert_non_null(inj = inject_new(base, tcp_listener(), &t, &cause));
+		assert_int_equal(inject_prefetch(inj, "o/r.git/info/refs", &cause), -1);
+		assert_non_null(cause);
+		free(cause);
+		assert_int_equal(inject_prefetch(inj, up, &cause), 0);
+		assert_null(cause);
+		assert_int_equal(inject_prefetch(inj, up, &cause), -1);	/* the same again */
+		assert_non_null(strstr(cause, "each of its own path"));
+		free(cause);
+		if (pass == 0) {
+			/* receive-pack's advertisement is a push's: not for a fetch's scope. */
+			assert_int_equal(inject_prefetch(inj, rp, &cause), -1);
+			assert_non_null(strstr(cause, "refused"));
+			free(cause);
+		} else {
+			assert_int_equal(inject_prefetch(inj, rp, &cause), 0);
+			assert_int_equal(inject_prefetch(inj, "/o/r.git/HEAD", &cause), -1);
+			assert_non_null(strstr(cause, "at most 2"));
+			free(cause);
+		}
+		cause = NULL;
+		for (i = 0; i < 2000 && nprefetched == 0; i++) {
+			event_base_loop(base, EVLOOP_NONBLOCK);
+			usleep(1000);
+		}
+		for (i = 0; i < 50; i++)
+			event_base_loop(base, EVLOOP_NONBLOCK);
+		assert_int_equal(nprefetched, 1);
+		assert_int_equal(nprefetched_body, 0);
+		inject_free(inj);
+		event_base_free(base);
+	}
+}
+
 /* Read everything from fd while running the loop; returns the bytes (malloc'd). */
 static char *
 exchange(struct event_base *base, int fd, const char *req)
@@ -272,6 +349,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_inject_targets),
+		cmocka_unit_test(test_inject_prefetch),
 		cmocka_unit_test(test_ghinject),
 		cmocka_unit_test(test_token_var),
 	};
