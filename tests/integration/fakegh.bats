@@ -54,7 +54,8 @@ setup_file() {
 	sb_bg /usr/bin/python3 "$FIXTURES/githttp.py" --root "$g/root" \
 		--token-file "$FAKEGH_DIR/token" --app-state "$FAKEGH_DIR/app-state.json" \
 		--cert "$FAKEGH_DIR/certs/server.pem" --key "$FAKEGH_DIR/certs/server.key" \
-		--port-file "$g/port" --log "$g/requests.log" </dev/null >"$g/out" 2>"$g/err"
+		--port-file "$g/port" --log "$g/requests.log" --delay-file "$g/delay" \
+		</dev/null >"$g/out" 2>"$g/err"
 	echo $! >"$g/pid"
 	for _ in $(seq 100); do
 		[ -s "$g/port" ] && break
@@ -552,6 +553,31 @@ push() {
 	[ "$status" -ne 0 ]
 	[[ $output == *"Resource not accessible by integration"* ]]
 	[ "$(call POST /api/v3/repos/octo-app/alpha/pulls "token $TOKEN" '{"title":"ro","head":"h"}')" = 403 ]
+}
+
+# ls_remote_ms — how long one ls-remote of octo-app/alpha takes, in ms.
+ls_remote_ms() {
+	local t=${EPOCHREALTIME/./}
+	gitx "$FAKEGH_TOKEN" ls-remote git://octo-app/alpha.git >/dev/null
+	echo $(((${EPOCHREALTIME/./} - t) / 1000))
+}
+
+@test "githttp.py --delay-file: every answer waits the file's milliseconds, re-read each time" {
+	local g=$FAKEGH_DIR/git n ms
+	n=$(cat "$g/requests.log" 2>/dev/null | wc -l)
+	echo 700 >"$g/delay"
+	ms=$(ls_remote_ms)
+	rm -f "$g/delay"
+	# protocol v2: the ref list is two requests (capabilities, ls-refs), each 700 ms later.
+	[ "$ms" -ge 1400 ] || { echo "ls-remote took $ms ms with the delay" >&2; false; }
+	[ "$(tail -n +"$((n + 1))" "$g/requests.log" | jq -s 'length')" -ge 2 ]
+	# No file, and a file that holds no number: no wait.
+	ms=$(ls_remote_ms)
+	[ "$ms" -lt 1400 ] || { echo "ls-remote took $ms ms without the delay" >&2; false; }
+	echo soon >"$g/delay"
+	ms=$(ls_remote_ms)
+	rm -f "$g/delay"
+	[ "$ms" -lt 1400 ] || { echo "ls-remote took $ms ms with a delay file of no number" >&2; false; }
 }
 
 @test "app: a token reaches only its repositories over git smart HTTP" {
