@@ -32,7 +32,8 @@ struct githook_item {
 	int			 create;	/* old is zero */
 	int			 delete;	/* new is zero */
 	int			 branch;	/* refs/heads/ (else refs/tags/) */
-	int			 force;		/* needs "+": not a fast-forward, or a tag move */
+	int			 force;		/* "+": a tag move, or not a fast-forward (known
+						   only for ff-only and ask branches) */
 };
 
 /* Upstream's heads and tags, for the checks before the push and the warming fetch. */
@@ -260,6 +261,15 @@ githook_check_ref(const struct gitctx *ctx, const char *gitdir, struct githook_i
 		return 0;
 	}
 	if (it->create)
+		return 0;
+	/*
+	 * Whether the update is a fast-forward matters only to a branch that takes
+	 * fast-forwards only, and to an approver (an ask says "force"): only then is
+	 * git started to tell. Elsewhere the push upstream needs no "+" either: its
+	 * lease (--force-with-lease=REF:OLD) lets a rewrite through, and only from
+	 * the value the sandbox saw.
+	 */
+	if (!gitenv_in_list(&ctx->ff_only, name) && !gitenv_branch_asks(ctx, name))
 		return 0;
 	ff = githook_is_ff(ctx, gitdir, it);
 	if (ff == 1)

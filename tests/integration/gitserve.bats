@@ -429,6 +429,33 @@ up_posts() {
 	[ "$(git --git-dir="$MIRROR" rev-parse refs/heads/feature)" = "$before" ]
 }
 
+@test "a rewrite of an unprotected branch lands where upstream takes it, from the value the sandbox saw" {
+	git -C "$UP" config receive.denyNonFastForwards false
+	clone
+	git -C "$W/c" checkout -q -b feature
+	commit_file "$W/c" a
+	cgit -C "$W/c" push origin feature
+	[ "$status" -eq 0 ]
+	git -C "$W/c" -c user.name=A -c user.email=a@b commit -q --amend -m rewritten
+	cgit -C "$W/c" push --force origin feature
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"+ "*"feature -> feature (forced update)"* ]]
+	[ "$(upref refs/heads/feature)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+	[ "$(git --git-dir="$MIRROR" rev-parse refs/heads/feature)" = "$(git -C "$W/c" rev-parse HEAD)" ]
+	# Upstream's branch moves (a person's push); a rewrite from the old value is refused.
+	git -C "$W/seed" fetch -q "$UP" feature
+	git -C "$W/seed" checkout -q FETCH_HEAD
+	git -C "$W/seed" -c user.name=Up -c user.email=up@example.com commit -q --allow-empty -m person
+	git -C "$W/seed" push -q "$UP" HEAD:refs/heads/feature
+	moved=$(upref refs/heads/feature)
+	git -C "$W/c" -c user.name=A -c user.email=a@b commit -q --amend -m again
+	cgit -C "$W/c" push --force origin feature
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"upstream's branch 'feature' has moved since this repository last fetched"* ]]
+	[ "$(upref refs/heads/feature)" = "$moved" ]
+	git -C "$W/seed" checkout -q main
+}
+
 @test "upstream's own hook refusal reaches the client and nothing changes" {
 	clone
 	git -C "$W/c" checkout -q -b upstream-reject-1
