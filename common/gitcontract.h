@@ -112,6 +112,7 @@
 
 /* The phases of a call shimbridge-git marks with "T" records, in order. */
 #define GITC_PHASE_START	"start"		/* shimbridge-git runs (the jail is up) */
+#define GITC_PHASE_GC		"gc"		/* the mirror was due a gc, and had it */
 #define GITC_PHASE_MIRROR	"mirror"	/* mirror locked, created or refreshed */
 #define GITC_PHASE_HOOK		"hook"		/* push: the pack is in the quarantine */
 #define GITC_PHASE_POLICY	"policy"	/* push: every policy check passed */

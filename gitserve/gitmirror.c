@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "valid.h"
 #include "gitserve.h"
 
 #define GITMIRROR_TMP		".tmp-"
@@ -718,6 +719,93 @@ out:
 		(void)nftw(tmp, gitmirror_rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 		free(tmp);
 	}
+	return rc;
+}
+
+/*
+ * git's thresholds (gc.auto, gc.autoPackLimit at their defaults). A mirror sets
+ * gc.auto = 0 so that git never starts a gc of its own in the middle of a call
+ * (detached, it would be killed with the call's jail); shimbridge-git looks
+ * itself, at a call's start, and runs it in the foreground when due.
+ */
+#define GITMIRROR_GC_AUTO	6700
+#define GITMIRROR_GC_PACKS	50
+
+/* How many names in dir pass keep (stopping past limit); -1 if dir cannot be read. */
+static int
+gitmirror_count(const char *dir, int (*keep)(const char *, DIR *), int limit)
+{
+	struct dirent	*de;
+	DIR		*d;
+	int		 n = 0;
+
+	if ((d = opendir(dir)) == NULL)
+		return errno == ENOENT ? 0 : -1;
+	while (n <= limit && (de = readdir(d)) != NULL) {
+		if (keep(de->d_name, d))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* A loose object's file name under objects/XX: the rest of a SHA-1 or SHA-256 name. */
+static int
+gitmirror_is_loose(const char *name, DIR *d)
+{
+	size_t	len = strlen(name);
+
+	(void)d;
+	return (len == 38 || len == 62) && valid_hex_lower(name, len);
+}
+
+/* A pack of objects/pack without a .keep file (git's count for gc.autoPackLimit). */
+static int
+gitmirror_is_pack(const char *name, DIR *d)
+{
+	struct stat	 sb;
+	char		 keep[NAME_MAX + 1];
+	size_t		 len = strlen(name);
+
+	if (len <= 5 || strcmp(name + len - 5, ".pack") != 0 || len - 5 + 6 > NAME_MAX)
+		return 0;
+	snprintf(keep, sizeof keep, "%.*s.keep", (int)(len - 5), name);
+	return fstatat(dirfd(d), keep, &sb, AT_SYMLINK_NOFOLLOW) != 0;
+}
+
+int
+gitmirror_needs_gc(const char *mirror)
+{
+	char	*dir;
+	int	 loose, packs;
+
+	xasprintf(&dir, "%s/objects/17", mirror);
+	loose = gitmirror_count(dir, gitmirror_is_loose, (GITMIRROR_GC_AUTO + 255) / 256);
+	free(dir);
+	xasprintf(&dir, "%s/objects/pack", mirror);
+	packs = gitmirror_count(dir, gitmirror_is_pack, GITMIRROR_GC_PACKS);
+	free(dir);
+	return loose > (GITMIRROR_GC_AUTO + 255) / 256 || packs > GITMIRROR_GC_PACKS;
+}
+
+int
+gitmirror_gc(const struct gitctx *ctx, char **cause)
+{
+	char		*gitdir, *limit, *packs;
+	const char	*args[] = { NULL, "-c", NULL, "-c", NULL, "-c", "gc.autoDetach=false",
+			    "gc", "--auto", "--quiet", NULL };
+	int		 rc;
+
+	xasprintf(&gitdir, "--git-dir=%s", ctx->mirror);
+	xasprintf(&limit, "gc.auto=%d", GITMIRROR_GC_AUTO);
+	xasprintf(&packs, "gc.autoPackLimit=%d", GITMIRROR_GC_PACKS);
+	args[0] = gitdir;
+	args[2] = limit;
+	args[4] = packs;
+	rc = gitmirror_git(ctx, "gc", args, cause);
+	free(gitdir);
+	free(limit);
+	free(packs);
 	return rc;
 }
 

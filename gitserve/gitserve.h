@@ -263,6 +263,17 @@ int	 gitmirror_own_refs(const struct gitctx *, struct gitbuf *out, char ***lines
 int	 gitmirror_fresh(const struct gitctx *);
 /* Fetch upstream into the mirror with pruning (needs LOCK_EX); -1 and a one-line *cause. */
 int	 gitmirror_fetch(const struct gitctx *, char **cause);
+/*
+ * Whether the mirror has passed git's own thresholds for an automatic gc (more
+ * than gc.auto's 6,700 loose objects, estimated from objects/17 as git does, or
+ * more than gc.autoPackLimit's 50 packs): two directories read, no git started.
+ */
+int	 gitmirror_needs_gc(const char *mirror);
+/*
+ * git gc --auto on the mirror, in the foreground (needs LOCK_EX); its messages
+ * are kept from the agent. -1 with a one-line *cause if it failed.
+ */
+int	 gitmirror_gc(const struct gitctx *, char **cause);
 /* The "maintain MIRROR" mode; returns an exit code. */
 int	 gitmirror_maintain(int argc, char **argv);
 

@@ -100,6 +100,18 @@ serve(void)
 	if (!created && strcmp(ctx.service, "upload-pack") == 0 && !gitmirror_fresh(&ctx) &&
 	    gitmirror_fetch(&ctx, &cause) != 0)
 		goto out;
+	/*
+	 * Every push leaves loose objects in the mirror and larger fetches leave packs;
+	 * when git's own thresholds are passed, gc now, under the exclusive lock. A
+	 * failed gc does not fail the call: the next call tries again.
+	 */
+	if (gitmirror_needs_gc(ctx.mirror)) {
+		char *gcwhy = NULL;
+
+		if (gitmirror_gc(&ctx, &gcwhy) == 0)
+			gitmsg_phase(&ctx, GITC_PHASE_GC);
+		free(gcwhy);
+	}
 	gitmsg_phase(&ctx, GITC_PHASE_MIRROR);
 
 	if (strcmp(ctx.service, "upload-pack") == 0) {

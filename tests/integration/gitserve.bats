@@ -1150,6 +1150,57 @@ EOF
 	[ "$status" -ne 0 ]
 }
 
+# Loose objects in a mirror's objects/17 (git's sample for gc.auto), and its packs.
+loose17() { find "$MIRROR/objects/17" -type f 2>/dev/null | wc -l; }
+packs() { find "$MIRROR/objects/pack" -name '*.pack' | wc -l; }
+
+@test "a mirror past git's gc thresholds is gc'd at a call's start: loose objects packed, packs joined" {
+	clone
+	# 30 files whose blobs' names start with 17: one push leaves them loose in the
+	# mirror (receive-pack unpacks fewer than 100 objects), past gc.auto's sample (27).
+	python3 - "$W/c" <<'PY'
+import hashlib, os, sys
+n = i = 0
+while n < 30:
+    data = b"gc sample %d\n" % i
+    i += 1
+    if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest().startswith("17"):
+        with open(os.path.join(sys.argv[1], "gc%02d.txt" % n), "wb") as f:
+            f.write(data)
+        n += 1
+PY
+	git -C "$W/c" add gc*.txt
+	git -C "$W/c" -c user.name=Agent -c user.email=agent@example.com commit -q -m "gc sample"
+	cgit -C "$W/c" push origin main
+	[ "$status" -eq 0 ]
+	[ "$(loose17)" -ge 30 ]
+	# The next call finds them and gcs first; the fetch itself is served as usual.
+	upstream_commit gc-next.txt next
+	cgit -C "$W/c" pull -q --no-rebase origin main
+	[ "$status" -eq 0 ]
+	[ -f "$W/c/gc-next.txt" ]
+	[ "$(loose17)" = 0 ]
+	git --git-dir="$MIRROR" cat-file -e "$(git -C "$W/c" rev-parse HEAD:gc00.txt)"
+	git --git-dir="$MIRROR" fsck --strict --no-dangling
+	# More than gc.autoPackLimit (50) packs: joined into one at the next call.
+	local i oid
+	for i in $(seq 51); do
+		oid=$(echo "pack $i" | git --git-dir="$MIRROR" hash-object -w --stdin)
+		echo "$oid" | git --git-dir="$MIRROR" pack-objects -q "$MIRROR/objects/pack/pack" >/dev/null
+	done
+	git --git-dir="$MIRROR" prune-packed
+	[ "$(packs)" -gt 51 ]
+	cgit -C "$W/c" fetch origin
+	[ "$status" -eq 0 ]
+	[ "$(packs)" -le 2 ]
+	git --git-dir="$MIRROR" fsck --strict --no-dangling
+	# Below both thresholds nothing is done: the pack stays as it is.
+	before=$(ls "$MIRROR/objects/pack")
+	cgit -C "$W/c" fetch origin
+	[ "$status" -eq 0 ]
+	[ "$(ls "$MIRROR/objects/pack")" = "$before" ]
+}
+
 @test "works as an unprivileged user" {
 	[ "$(id -u)" -eq 0 ] || skip "needs root to switch users"
 	command -v setpriv >/dev/null || skip "no setpriv"

@@ -295,7 +295,7 @@ test_phase(void **state)
 {
 	static const char *const bad[] = { "", "start", "start ", "start x", "start 1 ",
 	    "start  1", "Start 1", "hook 12345678901234567890", "end -1", "end 1\n",
-	    "done 1", "spawn 5" };
+	    "done 1", "spawn 5", "gc", "gcx 1" };
 	const char *name;
 	unsigned long long ns;
 	size_t i;
@@ -307,6 +307,8 @@ test_phase(void **state)
 	assert_int_equal(profile_git_phase("upstream 9999999999999999999", 28, &name, &ns), 0);
 	assert_string_equal(name, GITC_PHASE_UPSTREAM);
 	assert_true(ns == 9999999999999999999ULL);
+	assert_int_equal(profile_git_phase("gc 7", 4, &name, &ns), 0);
+	assert_string_equal(name, GITC_PHASE_GC);
 	/* The length counts, not a NUL. */
 	assert_int_equal(profile_git_phase("end 12345", 6, &name, &ns), 0);
 	assert_true(ns == 12);
