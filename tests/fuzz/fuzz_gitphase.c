@@ -87,7 +87,7 @@ ask(const char *in, size_t size)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const char *const names[] = { GITC_PHASE_START, GITC_PHASE_MIRROR,
+	static const char *const names[] = { GITC_PHASE_START, GITC_PHASE_GC, GITC_PHASE_MIRROR,
 	    GITC_PHASE_HOOK, GITC_PHASE_POLICY, GITC_PHASE_APPROVED, GITC_PHASE_UPSTREAM,
 	    GITC_PHASE_END };
 	const char *name = (const char *)1;
