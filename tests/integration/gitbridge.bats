@@ -571,6 +571,26 @@ gb_askbranch() {
 	sb_audit_grep "r['event'] == 'git-phases' and r.get('argv', [''])[0] == 'git-receive-pack' and r['ms']['start'] <= r['ms']['mirror'] <= r['ms']['hook'] <= r['ms']['policy'] <= r['ms']['upstream'] <= r['ms']['end'] <= r['ms']['done']"
 }
 
+@test "a mirror due a gc gets it jailed, as its runner, at a call's start; the audit's phases say so" {
+	local i oid
+	gb_clone alice c
+	# More than gc.autoPackLimit (50) packs in the mirror (objects nothing reaches).
+	for i in $(seq 51); do
+		oid=$(echo "gb pack $i $RANDOM" | git --git-dir="$GB_MIRROR_ALICE" hash-object -w --stdin)
+		echo "$oid" | git --git-dir="$GB_MIRROR_ALICE" pack-objects -q \
+			"$GB_MIRROR_ALICE/objects/pack/pack" >/dev/null
+	done
+	git --git-dir="$GB_MIRROR_ALICE" prune-packed
+	chown -R --reference="$GB_MIRROR_ALICE" "$GB_MIRROR_ALICE/objects"
+	[ "$(find "$GB_MIRROR_ALICE/objects/pack" -name '*.pack' | wc -l)" -gt 51 ]
+	sgit alice c fetch origin
+	gb_status 0
+	[ "$(find "$GB_MIRROR_ALICE/objects/pack" -name '*.pack' | wc -l)" -le 2 ]
+	# The new pack is the runner's: the gc ran as the session's runner, not as root.
+	[ -z "$(find "$GB_MIRROR_ALICE/objects/pack" -name '*.pack' ! -user "$(stat -c %U "$GB_MIRROR_ALICE")")" ]
+	sb_audit_grep "r['event'] == 'git-phases' and r.get('session') == 'alice' and r.get('argv', [''])[0] == 'git-upload-pack' and 'gc' in r['ms'] and r['ms']['start'] <= r['ms']['gc'] <= r['ms']['mirror'] <= r['ms']['end']"
+}
+
 @test "progress: with --progress the upstream leg's meters reach the sandbox, without it none" {
 	gb_clone alice c
 	gb_upstream_commit progress-quiet.txt >/dev/null
