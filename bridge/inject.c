@@ -1264,22 +1264,22 @@ inject_prefetch(struct inject *inj, const char *uri, char **cause)
 	struct httppolicy_verdict	 v;
 	struct prefetch			*pf = NULL;
 	struct exchange			*ex = NULL;
-	size_t				 i, slot = INJECT_PREFETCHES;
+	size_t				 slot;
 
 	*cause = NULL;
-	for (i = INJECT_PREFETCHES; i-- > 0; ) {
-		if (inj->pf[i] == NULL)
-			slot = i;
-		else if (strcmp(inj->pf[i]->uri, uri) == 0)
-			slot = INJECT_PREFETCHES + 1;
-	}
 	if (uri[0] != '/') {
 		inject_cause(cause, "prefetch of %.200s: not a path", uri);
 		return -1;
 	}
-	if (slot >= INJECT_PREFETCHES) {
-		inject_cause(cause, "at most %d prefetches per injector, each of its own path",
-		    INJECT_PREFETCHES);
+	/* The slots fill in order; the first one's answer goes to the prefetched callback. */
+	for (slot = 0; slot < INJECT_PREFETCHES && inj->pf[slot] != NULL; slot++) {
+		if (strcmp(inj->pf[slot]->uri, uri) == 0) {
+			inject_cause(cause, "%.200s is prefetched already", uri);
+			return -1;
+		}
+	}
+	if (slot == INJECT_PREFETCHES) {
+		inject_cause(cause, "at most %d prefetches per injector", INJECT_PREFETCHES);
 		return -1;
 	}
 	memset(&preq, 0, sizeof preq);
