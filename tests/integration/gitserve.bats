@@ -1158,7 +1158,7 @@ packs() { find "$MIRROR/objects/pack" -name '*.pack' | wc -l; }
 	clone
 	# 30 files whose blobs' names start with 17: one push leaves them loose in the
 	# mirror (receive-pack unpacks fewer than 100 objects), past gc.auto's sample (27).
-	python3 - "$W/c" <<'PY'
+	"$PY" - "$W/c" <<'PY'
 import hashlib, os, sys
 n = i = 0
 while n < 30:

@@ -729,7 +729,7 @@ sbi_tmp() {
 }
 
 @test "launchd plist is a valid property list with socket activation" {
-	run python3 - "$SB_ROOT/launchd/org.shimbridge.shimbridged.plist" <<'EOF'
+	run "$PY" - "$SB_ROOT/launchd/org.shimbridge.shimbridged.plist" <<'EOF'
 import plistlib, sys
 with open(sys.argv[1], "rb") as f:
     d = plistlib.load(f)
