@@ -52,6 +52,20 @@
 #define INJECT_PREFETCH_MAX	(8 * 1024 * 1024)	/* a prefetched answer's body */
 #define INJECT_PREFETCH_AGE	30		/* seconds it may wait for the tool */
 #define INJECT_PREFETCHES	2		/* per injector, each of its own target */
+#define INJECT_IDLE_MAX		4		/* upstream connections kept open per injector */
+
+/*
+ * One upstream connection (TCP, and TLS on it for https): an exchange's while it
+ * runs, then kept open in its injector's idle list for the next request to the
+ * same upstream (HTTP/1.1 keep-alive), unless libevent closed it.
+ */
+struct upconn {
+	TAILQ_ENTRY(upconn)		 entry;		/* in inj->idle while idle */
+	struct evhttp_connection	*conn;
+	SSL				*ssl;		/* owned by conn's bufferevent */
+	int				 closed;	/* closed by either side: never reused */
+};
+TAILQ_HEAD(upconns, upconn);
 
 /* A GET made before the tool asks for it (inject_prefetch). */
 enum prefetch_state {
@@ -77,9 +91,11 @@ struct exchange {
 	TAILQ_ENTRY(exchange)		 entry;
 	struct evhttp_request		*down;		/* until answered */
 	int				 down_detached;	/* the tool's connection is gone */
-	struct evhttp_connection	*up_conn;	/* ours */
+	struct upconn			*uc;		/* ours, until freed or idle */
+	struct evhttp_connection	*up_conn;	/* uc->conn */
 	struct evhttp_request		*up;		/* libevent's, until its done cb */
-	SSL				*ssl;		/* owned by up_conn's bufferevent */
+	SSL				*ssl;		/* uc->ssl */
+	int				 reusable;	/* uc may serve another request */
 	struct evdns_getaddrinfo_request *dns;
 	struct event			*reap;		/* zero-timeout: finish and free */
 	struct event			*wait;		/* the secret is being fetched: retry */
@@ -126,6 +142,8 @@ struct inject {
 	void			*arg;
 	struct exchanges	 live;
 	unsigned int		 nlive;
+	struct upconns		 idle;		/* open upstream connections, unused */
+	unsigned int		 nidle;
 	unsigned int		 n401;
 	unsigned int		 nrequests;
 	struct prefetch		*pf[INJECT_PREFETCHES];	/* inject_prefetch's, or NULL */
@@ -478,6 +496,49 @@ inject_prefetch_take(struct inject *inj, struct exchange *ex)
 	return 1;
 }
 
+/* libevent closed an upstream connection (upstream did, or an error): not for reuse. */
+static void
+inject_up_close_cb(struct evhttp_connection *c, void *arg)
+{
+	struct upconn	*uc = arg;
+
+	(void)c;
+	uc->closed = 1;
+}
+
+/*
+ * An exchange is done with its upstream connection: kept for the next request if
+ * it read a whole answer and is still open (and there is room), else freed.
+ */
+static void
+inject_upconn_release(struct inject *inj, struct upconn *uc, int reusable)
+{
+	if (reusable && !uc->closed && !inj->closing && inj->nidle < INJECT_IDLE_MAX) {
+		TAILQ_INSERT_TAIL(&inj->idle, uc, entry);
+		inj->nidle++;
+		return;
+	}
+	evhttp_connection_set_closecb(uc->conn, NULL, NULL);
+	evhttp_connection_free(uc->conn);	/* frees a pending up request too */
+	free(uc);
+}
+
+/* An idle upstream connection that is still open, or NULL; closed ones are freed. */
+static struct upconn *
+inject_upconn_take(struct inject *inj)
+{
+	struct upconn	*uc;
+
+	while ((uc = TAILQ_FIRST(&inj->idle)) != NULL) {
+		TAILQ_REMOVE(&inj->idle, uc, entry);
+		inj->nidle--;
+		if (!uc->closed)
+			return uc;
+		inject_upconn_release(inj, uc, 0);
+	}
+	return NULL;
+}
+
 /* Free an exchange and everything it still holds; no callbacks run. */
 static void
 inject_exchange_free(struct exchange *ex)
@@ -489,8 +550,8 @@ inject_exchange_free(struct exchange *ex)
 		evdns_getaddrinfo_cancel(ex->dns);	/* its callback sees EVUTIL_EAI_CANCEL */
 		ex->dns = NULL;
 	}
-	if (ex->up_conn != NULL)
-		evhttp_connection_free(ex->up_conn);	/* frees a pending up request too */
+	if (ex->uc != NULL)
+		inject_upconn_release(inj, ex->uc, ex->reusable);
 	if (ex->down != NULL) {
 		struct evhttp_connection *c = evhttp_request_get_connection(ex->down);
 
@@ -717,6 +778,7 @@ inject_up_done_cb(struct evhttp_request *up, void *arg)
 		    !pf->overflow && pf->body != NULL) {
 			evbuffer_add_buffer(pf->body, evhttp_request_get_input_buffer(up));
 			pf->state = PF_READY;
+			ex->reusable = 1;
 			event_base_gettimeofday_cached(ex->inj->base, &pf->ready);
 			inject_audit(ex, NULL);
 			if (pf->notify && ex->inj->prefetched != NULL && !pf->told) {
@@ -765,6 +827,8 @@ inject_up_done_cb(struct evhttp_request *up, void *arg)
 		evhttp_send_reply_end(ex->down);	/* frees a detached request */
 		ex->down = NULL;
 	}
+	/* The whole answer was read: the connection can carry the next request. */
+	ex->reusable = !ex->paused;
 	inject_audit(ex, NULL);
 	inject_reap(ex);
 }
@@ -821,7 +885,7 @@ inject_wait_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	inject_connect(ex, ex->wait_addr);
+	inject_connect(ex, ex->wait_addr[0] != '\0' ? ex->wait_addr : NULL);
 }
 
 /*
@@ -841,13 +905,16 @@ inject_secret_wait(struct exchange *ex, const char *addr)
 	if (ex->wait == NULL && (ex->wait = evtimer_new(inj->base, inject_wait_cb, ex)) == NULL)
 		return 0;
 	if (addr != ex->wait_addr)
-		snprintf(ex->wait_addr, sizeof ex->wait_addr, "%s", addr);
+		snprintf(ex->wait_addr, sizeof ex->wait_addr, "%s", addr != NULL ? addr : "");
 	ex->waits++;
 	evtimer_add(ex->wait, &tv);
 	return 1;
 }
 
-/* Resolved: connect to addr (numeric) and send the request upstream. */
+/*
+ * Send the request upstream: on an idle connection (addr NULL; none left: resolve
+ * the host first), or on a new one to addr (numeric).
+ */
 static void
 inject_connect(struct exchange *ex, const char *addr)
 {
@@ -872,6 +939,16 @@ inject_connect(struct exchange *ex, const char *addr)
 		inject_refuse(ex, 503, "shimbridge: the host's token is not available right now; "
 		    "the operator can run `shimbridge check`.");
 		goto fail;
+	}
+	if (addr == NULL) {
+		if ((ex->uc = inject_upconn_take(inj)) == NULL) {
+			sodium_free(cred);
+			inject_resolve(ex);
+			return;
+		}
+		ex->up_conn = ex->uc->conn;
+		ex->ssl = ex->uc->ssl;
+		goto request;
 	}
 	if (inj->up_tls) {
 		if ((ex->ssl = SSL_new(inj->ssl_ctx)) == NULL)
@@ -903,9 +980,14 @@ inject_connect(struct exchange *ex, const char *addr)
 		ex->ssl = NULL;
 		goto nomem;
 	}
+	ex->uc = xcalloc(1, sizeof *ex->uc);
+	ex->uc->conn = ex->up_conn;
+	ex->uc->ssl = ex->ssl;
+	evhttp_connection_set_closecb(ex->up_conn, inject_up_close_cb, ex->uc);
 	evhttp_connection_set_timeout_tv(ex->up_conn, &tv);
 	evhttp_connection_set_retries(ex->up_conn, 0);
 	evhttp_connection_set_max_headers_size(ex->up_conn, INJECT_MAX_UP_HEADERS);
+request:
 	if ((ex->up = evhttp_request_new(inject_up_done_cb, ex)) == NULL)
 		goto nomem;
 	evhttp_request_set_header_cb(ex->up, inject_up_header_cb);
@@ -928,7 +1010,6 @@ inject_connect(struct exchange *ex, const char *addr)
 	}
 	evhttp_add_header(out, "Host", inj->up_hosthdr);
 	evhttp_add_header(out, "Authorization", cred);
-	evhttp_add_header(out, "Connection", "close");
 	if (ex->pf == NULL) {
 		body = evhttp_request_get_input_buffer(ex->down);
 		blen = evbuffer_get_length(body);
@@ -1013,6 +1094,10 @@ inject_resolve(struct exchange *ex)
 	struct evdns_getaddrinfo_request *r;
 	struct in6_addr			 a;
 
+	if (inj->nidle > 0) {
+		inject_connect(ex, NULL);	/* an open connection: no lookup, no handshake */
+		return;
+	}
 	if (inet_pton(AF_INET, inj->up_host, &a) == 1 ||
 	    inet_pton(AF_INET6, inj->up_host, &a) == 1) {
 		inject_connect(ex, inj->up_host);
@@ -1399,6 +1484,7 @@ inject_new(struct event_base *base, int listen_fd, const struct inject_target *t
 		goto fail;
 	}
 	TAILQ_INIT(&inj->live);
+	TAILQ_INIT(&inj->idle);
 	inj->base = base;
 	inj->api = t->api;
 	inj->auth = t->auth;
@@ -1477,6 +1563,7 @@ void
 inject_free(struct inject *inj)
 {
 	struct exchange	*ex;
+	struct upconn	*uc;
 	size_t		 i;
 
 	if (inj == NULL)
@@ -1488,6 +1575,11 @@ inject_free(struct inject *inj)
 			inject_audit(ex, "the call ended before the answer was complete");
 		}
 		inject_exchange_free(ex);
+	}
+	while ((uc = TAILQ_FIRST(&inj->idle)) != NULL) {
+		TAILQ_REMOVE(&inj->idle, uc, entry);
+		inj->nidle--;
+		inject_upconn_release(inj, uc, 0);
 	}
 	if (inj->http != NULL)
 		evhttp_free(inj->http);

@@ -82,6 +82,22 @@ gha() {
 	sb_audit_grep 'r["event"] == "http" and r["request"].startswith("graphql") and r["status"] == 200'
 }
 
+@test "one gh command's API requests share one upstream connection (keep-alive)" {
+	local m
+	m=$(sb_fakegh_count)
+	gha gh issue create -R octo/repo --title "over one connection" --body "b0dy"
+	[ "$status" -eq 0 ]
+	# fakegh numbers the TLS connections it accepts: gh's requests came over one.
+	run "$PY" - "$FAKEGH_LOG" "$m" <<'PY'
+import json, sys
+recs = [json.loads(line) for line in open(sys.argv[1]).read().splitlines()[int(sys.argv[2]):]]
+print(len(recs), len({r["conn"] for r in recs}))
+PY
+	echo "requests, connections: $output"
+	[ "${output% *}" -ge 2 ]
+	[ "${output#* }" -eq 1 ]
+}
+
 @test "the HTTP policy refuses a search of another repository; it never reaches the server" {
 	local m
 	m=$(sb_fakegh_count)

@@ -555,6 +555,18 @@ gb_askbranch() {
 	[ "$(gb_rev alice c origin/main)" = "$new" ]
 	# One ref list upstream for the whole call: the bridge's prefetch, handed to git.
 	[ "$(tail -n +"$((nreq + 1))" "$GB_UP/requests.log" | grep -c 'info/refs')" = 1 ]
+	# git's POST went over the prefetch's connection, kept open (keep-alive): one
+	# connection upstream, one TLS handshake with a real host.
+	run "$PY" - "$GB_UP/requests.log" "$nreq" <<'PY'
+import json, sys
+recs = [json.loads(line) for line in open(sys.argv[1]).read().splitlines()[int(sys.argv[2]):]]
+refs = [r["conn"] for r in recs if r["path"].endswith("/info/refs")]
+posts = [r["conn"] for r in recs if r["method"] == "POST" and r["path"].endswith("/git-upload-pack")]
+print("connections: ref list %s, POSTs %s" % (refs, posts))
+sys.exit(0 if len(refs) == 1 and posts and set(posts) == set(refs) else 1)
+PY
+	echo "$output"
+	[ "$status" -eq 0 ]
 	conn=$(sb_audit_grep 'r["event"] == "http" and r.get("session") == "alice" and r.get("request") == "prefetch GET /octo/demo.git/info/refs?service=git-upload-pack" and r.get("status") == 200' |
 		tail -n 1 | "$PY" -c 'import json, sys; print(json.loads(sys.stdin.read())["conn"])')
 	sb_audit_grep "r['event'] == 'http' and r.get('conn') == $conn and r.get('request', '').endswith('(prefetched)') and r.get('status') == 200"

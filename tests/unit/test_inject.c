@@ -19,7 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <sodium.h>
 
 #include "ghinject.h"
@@ -219,6 +222,138 @@ exchange(struct event_base *base, int fd, const char *req)
 	return out;
 }
 
+/* The upstream of test_inject_reuse: each request's peer port, and how to answer. */
+static unsigned short	up_ports[8];
+static int		up_n, up_close;
+
+static void
+upstream_cb(struct evhttp_request *req, void *arg)
+{
+	struct evbuffer	*b = evbuffer_new();
+	char		*addr;
+	ev_uint16_t	 port;
+
+	(void)arg;
+	evhttp_connection_get_peer(evhttp_request_get_connection(req), &addr, &port);
+	if (up_n < 8)
+		up_ports[up_n] = port;
+	up_n++;
+	if (up_close)
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+	evbuffer_add_printf(b, "answer %d\n", up_n);
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
+/* A request through the injector on a fresh connection of its own; the whole answer. */
+static char *
+through(struct event_base *base, int port, const char *method, const char *target)
+{
+	struct sockaddr_in	 sin;
+	char			 req[512];
+	int			 fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	memset(&sin, 0, sizeof sin);
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(0x7f000001);
+	sin.sin_port = htons((unsigned short)port);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+	snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+	    "Connection: close\r\n\r\n", method, target);
+	char *out = exchange(base, fd, req);
+	close(fd);
+	return out;
+}
+
+/* The port a listening socket is bound to. */
+static int
+bound_port(int fd)
+{
+	struct sockaddr_in	 sin;
+	socklen_t		 len = sizeof sin;
+
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	return ntohs(sin.sin_port);
+}
+
+/*
+ * Requests to one upstream share its connection (HTTP/1.1 keep-alive) one after
+ * the other, a prefetch's included; one that upstream closed is not used again,
+ * and the next request opens a new one.
+ */
+static void
+test_inject_reuse(void **state)
+{
+	static const struct httppolicy_scope fetch = { HTTP_API_GIT, repos, 1, 0 };
+	const char		*refs = "/o/r.git/info/refs?service=git-upload-pack";
+	const char		*pack = "/o/r.git/git-upload-pack";
+	struct event_base	*base = event_base_new();
+	struct evhttp		*up = evhttp_new(base);
+	struct inject_target	 t;
+	struct inject		*inj;
+	char			 url[64], *cause = NULL, *out;
+	int			 lfd, ufd, i;
+
+	(void)state;
+	ufd = tcp_listener();
+	evutil_make_socket_nonblocking(ufd);
+	assert_int_equal(evhttp_accept_socket(up, ufd), 0);
+	evhttp_set_gencb(up, upstream_cb, NULL);
+	snprintf(url, sizeof url, "http://127.0.0.1:%d", bound_port(ufd));
+	memset(&t, 0, sizeof t);
+	t.api = HTTP_API_GIT;
+	t.upstream = url;
+	t.auth = INJECT_AUTH_BASIC;
+	t.username = "x-access-token";
+	t.scope = &fetch;
+	t.secret = secret_cb;
+	t.audit = audit_cb;
+	lfd = tcp_listener();
+	up_n = up_close = 0;
+	assert_non_null(inj = inject_new(base, lfd, &t, &cause));
+	assert_int_equal(inject_prefetch(inj, refs, &cause), 0);
+	for (i = 0; i < 2000 && up_n == 0; i++) {
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		usleep(1000);
+	}
+	for (i = 0; i < 50; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	assert_int_equal(up_n, 1);
+
+	/* The tool's GET is the prefetched answer; its connection carries the next two. */
+	out = through(base, bound_port(lfd), "GET", refs);
+	assert_non_null(strstr(out, "answer 1"));
+	free(out);
+	out = through(base, bound_port(lfd), "POST", pack);
+	assert_non_null(strstr(out, "answer 2"));
+	free(out);
+	out = through(base, bound_port(lfd), "POST", pack);
+	assert_non_null(strstr(out, "answer 3"));
+	free(out);
+	assert_int_equal(up_n, 3);
+	assert_int_equal(up_ports[1], up_ports[0]);
+	assert_int_equal(up_ports[2], up_ports[0]);
+
+	/* Upstream closes after its answer: the next request goes on a new connection. */
+	up_close = 1;
+	out = through(base, bound_port(lfd), "POST", pack);
+	assert_non_null(strstr(out, "answer 4"));
+	free(out);
+	for (i = 0; i < 50; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	up_close = 0;
+	out = through(base, bound_port(lfd), "POST", pack);
+	assert_non_null(strstr(out, "HTTP/1.1 200"));
+	assert_non_null(strstr(out, "answer 5"));
+	free(out);
+	assert_int_equal(up_ports[3], up_ports[0]);
+	assert_true(up_ports[4] != up_ports[0]);
+
+	inject_free(inj);
+	evhttp_free(up);
+	event_base_free(base);
+}
+
 static void
 test_ghinject(void **state)
 {
@@ -350,6 +485,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_inject_targets),
 		cmocka_unit_test(test_inject_prefetch),
+		cmocka_unit_test(test_inject_reuse),
 		cmocka_unit_test(test_ghinject),
 		cmocka_unit_test(test_token_var),
 	};
