@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -64,6 +65,7 @@ struct upconn {
 	struct evhttp_connection	*conn;
 	SSL				*ssl;		/* owned by conn's bufferevent */
 	int				 closed;	/* closed by either side: never reused */
+	int				 nodelay;	/* TCP_NODELAY is set on its socket */
 };
 TAILQ_HEAD(upconns, upconn);
 
@@ -496,6 +498,23 @@ inject_prefetch_take(struct inject *inj, struct exchange *ex)
 	return 1;
 }
 
+/*
+ * No Nagle on an upstream socket (once it exists: libevent makes it on connect).
+ * libevent writes a request's head and body as two TLS records; on a connection
+ * kept open, the body then waited for the ACK of the head, which upstream delays
+ * (up to 40 ms on Linux) while it waits for the body.
+ */
+static void
+inject_nodelay(struct upconn *uc)
+{
+	int	fd, one = 1;
+
+	if (uc->nodelay || (fd = bufferevent_getfd(evhttp_connection_get_bufferevent(
+	    uc->conn))) < 0)
+		return;
+	uc->nodelay = setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0;
+}
+
 /* libevent closed an upstream connection (upstream did, or an error): not for reuse. */
 static void
 inject_up_close_cb(struct evhttp_connection *c, void *arg)
@@ -667,6 +686,8 @@ inject_up_header_cb(struct evhttp_request *up, void *arg)
 	const char		*conn, *te;
 	int			 code = evhttp_request_get_response_code(up);
 
+	if (ex->uc != NULL)
+		inject_nodelay(ex->uc);	/* if its socket did not exist yet when sent */
 	ex->status = code;
 	if (code == 401)
 		ex->inj->n401++;
@@ -1027,6 +1048,7 @@ request:
 		ex->up = NULL;		/* freed by libevent */
 		goto nomem;
 	}
+	inject_nodelay(ex->uc);
 	return;
 nomem:
 	inject_refuse(ex, 502, "shimbridge: could not set up the upstream request "
