@@ -35,6 +35,7 @@ setup_file() {
 		--app-fail-file "$FAKEGH_DIR/mint-fails" \
 		--app-reveal-tokens "$FAKEGH_DIR/revealed" \
 		--git-root "$g/root" --git-log "$FAKEGH_DIR/git-own.log" \
+		--connect-delay-file "$FAKEGH_DIR/connect-delay" \
 		</dev/null >"$FAKEGH_DIR/server.out" 2>"$FAKEGH_DIR/server.err"
 	echo $! >"$FAKEGH_DIR/pid"
 	local _
@@ -55,7 +56,7 @@ setup_file() {
 		--token-file "$FAKEGH_DIR/token" --app-state "$FAKEGH_DIR/app-state.json" \
 		--cert "$FAKEGH_DIR/certs/server.pem" --key "$FAKEGH_DIR/certs/server.key" \
 		--port-file "$g/port" --log "$g/requests.log" --delay-file "$g/delay" \
-		</dev/null >"$g/out" 2>"$g/err"
+		--connect-delay-file "$g/connect-delay" </dev/null >"$g/out" 2>"$g/err"
 	echo $! >"$g/pid"
 	for _ in $(seq 100); do
 		[ -s "$g/port" ] && break
@@ -578,6 +579,33 @@ ls_remote_ms() {
 	ms=$(ls_remote_ms)
 	rm -f "$g/delay"
 	[ "$ms" -lt 1400 ] || { echo "ls-remote took $ms ms with a delay file of no number" >&2; false; }
+}
+
+@test "--connect-delay-file: a new connection waits, requests kept alive on it do not; logs number connections" {
+	local g=$FAKEGH_DIR/git n ms t
+	# githttp.py: ls-remote (protocol v2) asks without credentials first (401: that
+	# connection closes), then with them: the ref list and ls-refs, over one connection.
+	n=$(cat "$g/requests.log" 2>/dev/null | wc -l)
+	echo 700 >"$g/connect-delay"
+	ms=$(ls_remote_ms)
+	rm -f "$g/connect-delay"
+	[ "$ms" -ge 1400 ] || { echo "ls-remote took $ms ms" >&2; false; }
+	tail -n +"$((n + 1))" "$g/requests.log" |
+		jq -s -e 'length == 3 and .[0].status == 401 and .[1].conn == .[2].conn and
+			.[0].conn != .[1].conn and .[2].method == "POST"'
+	ms=$(ls_remote_ms)
+	[ "$ms" -lt 1400 ] || { echo "ls-remote took $ms ms without the delay" >&2; false; }
+	# fakegh.py: gh's API requests of one command share its one connection, which waited.
+	n=$(cat "$FAKEGH_DIR/requests.log" 2>/dev/null | wc -l)
+	echo 700 >"$FAKEGH_DIR/connect-delay"
+	t=${EPOCHREALTIME/./}
+	run ghx issue create -R octo/keepalive --title t --body b
+	ms=$(((${EPOCHREALTIME/./} - t) / 1000))
+	rm -f "$FAKEGH_DIR/connect-delay"
+	[ "$status" -eq 0 ]
+	[ "$ms" -ge 700 ] || { echo "gh took $ms ms" >&2; false; }
+	tail -n +"$((n + 1))" "$FAKEGH_DIR/requests.log" |
+		jq -s -e 'length >= 2 and ([.[].conn] | unique | length) == 1'
 }
 
 @test "app: a token reaches only its repositories over git smart HTTP" {
