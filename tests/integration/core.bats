@@ -731,9 +731,14 @@ perr() { printf 'ERROR {"code":"protocol","message":"%s"}' "$1"; }
 			(sh -c "echo \$0-\$1" "n$i" "x" >"$d/out.$i" 2>"$d/err.$i"; echo $? >"$d/rc.$i") &
 		done
 		wait' _ "$d"
+	# read, not $(cat): no process per file.
+	local rc out
 	for i in $(seq 200); do
-		if [ "$(cat "$d/rc.$i")" != 0 ] || [ "$(cat "$d/out.$i")" != "n$i-x" ] || [ -s "$d/err.$i" ]; then
-			echo "call $i: rc $(cat "$d/rc.$i") out $(cat "$d/out.$i") err $(cat "$d/err.$i")" >&2
+		rc= out=
+		read -r rc <"$d/rc.$i" 2>/dev/null
+		read -r out <"$d/out.$i" 2>/dev/null
+		if [ "$rc" != 0 ] || [ "$out" != "n$i-x" ] || [ -s "$d/err.$i" ]; then
+			echo "call $i: rc $rc out $out err $(cat "$d/err.$i")" >&2
 			bad=$((bad + 1))
 		fi
 	done

@@ -16,7 +16,14 @@
 #   sbt-mallory  $SB_MALLORY   in the socket group but without a session
 #   sbt-eve      $SB_OUTSIDER  not in the socket group (sb_outsider)
 
-SB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# Worked out once per suite where bats loads this file by its absolute path (every
+# test's process loads it, and a fork costs ~5 ms here).
+if [[ ${BASH_SOURCE[0]} != /* ]] || [ "${SB_LIB:-}" != "${BASH_SOURCE[0]}" ] ||
+    [ -z "${SB_ROOT:-}" ]; then
+	SB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+	SB_LIB=${BASH_SOURCE[0]}
+	export SB_ROOT SB_LIB
+fi
 SB_BUILD=${SB_BUILD:-$SB_ROOT/build}
 case $SB_BUILD in /*) ;; *) SB_BUILD=$SB_ROOT/$SB_BUILD ;; esac
 SB_LANE=${SB_LANE:-sbt}
@@ -53,6 +60,26 @@ umask 022
 export BATS_TEST_TIMEOUT
 SB_REG=/tmp/sb-itest.reg
 
+# bats runs a DEBUG trap before every command of a test, for the stack trace of a
+# failure: ~0.15 ms a command on this 2-vCPU VM, a hundred times what `x=1` costs, so
+# helpers that loop (sb_reap reads every process; sb_wait_for polls) cost a tenth of a
+# second and more per test. `NAME() { _sb_untraced _NAME "$@"; }` runs such a helper
+# with the trap off and puts it back when it returns: a failure inside is reported at
+# the line that called it, and set -e behaves as before (a failing command still ends
+# the test). Outside bats (scripts that source this file) there is no trap to lift.
+_sb_untraced() {
+	local _sb_rc
+	if [ -z "${SB_DEBUG_TRAP:-}" ]; then
+		[ -n "${BATS_TEST_FILENAME:-}" ] && SB_DEBUG_TRAP=$(trap -p DEBUG)
+		[ -n "${SB_DEBUG_TRAP:-}" ] || { "$@"; return; }
+	fi
+	trap - DEBUG
+	"$@"
+	_sb_rc=$?
+	eval "$SB_DEBUG_TRAP"
+	return "$_sb_rc"
+}
+
 # Start time (clock ticks since boot) of process $1; fails when there is none.
 _sb_start_time() {
 	local s
@@ -75,30 +102,39 @@ _sb_record() {
 }
 
 # Pids (one a line) of the processes whose SB_PROC_TAG matches the glob $1, except this
-# shell, its ancestors, and the pids $2... with their descendants.
+# shell, its ancestors, and the pids $2... with their children. (One grep and builtins:
+# it runs after every test.)
 _sb_tagged() {
 	local pat=$1 line pid tag q p
 	shift
-	local -A parent=() skip=()
-	while read -r p q; do parent[$p]=$q; done < <(ps -e -o pid=,ppid=)
+	local -A skip=() given=()
 	q=$BASHPID
-	while [ -n "$q" ] && [ "$q" != 0 ]; do skip[$q]=1; q=${parent[$q]:-}; done
+	while [ -n "$q" ] && [ "$q" != 0 ]; do skip[$q]=1; _sb_ppid "$q"; q=$REPLY; done
 	skip[$$]=1
-	for p in "$@"; do
-		[ -n "$p" ] || continue
-		skip[$p]=1
-		for q in "${!parent[@]}"; do
-			[ "${parent[$q]}" = "$p" ] && skip[$q]=1
-		done
-	done
+	for p in "$@"; do [ -z "$p" ] || given[$p]=1; done
 	while IFS= read -r -d '' line; do
 		pid=${line#/proc/}
 		pid=${pid%%/*}
 		tag=${line#*:SB_PROC_TAG=}
 		# shellcheck disable=SC2053
 		[[ $tag == $pat ]] || continue
-		[ -z "${skip[$pid]:-}" ] && printf '%s\n' "$pid"
-	done < <(env -u SB_PROC_TAG grep -Hsaoz '^SB_PROC_TAG=.*' /proc/[0-9]*/environ)
+		[ -n "${skip[$pid]:-}" ] || [ -n "${given[$pid]:-}" ] && continue
+		if [ ${#given[@]} -gt 0 ]; then
+			_sb_ppid "$pid"
+			[ -z "${given[$REPLY]:-}" ] || continue
+		fi
+		printf '%s\n' "$pid"
+	done < <(unset SB_PROC_TAG; exec grep -Hsaoz '^SB_PROC_TAG=.*' /proc/[0-9]*/environ)
+}
+
+# REPLY: the parent pid of process $1 (empty when it is gone).
+_sb_ppid() {
+	local s
+	REPLY=
+	{ read -r s <"/proc/$1/stat"; } 2>/dev/null || return 0
+	s=${s##*) }
+	s=${s#* }
+	REPLY=${s%% *}
 }
 
 # Whether process $1 exists and is not a zombie.
@@ -152,7 +188,8 @@ sb_keep() {
 
 # Kill what this test started and left running (call last in teardown, whatever failed
 # before), except what sb_keep kept. Prints what it had to kill.
-sb_reap() {
+sb_reap() { _sb_untraced _sb_reap "$@"; }
+_sb_reap() {
 	local pids kind what keep=()
 	sb_gate_release	# a test that failed while holding a call lets it go
 	if [ -n "${SB_SUITE_ID:-}" ] && [ -f "$SB_REG/$SB_SUITE_ID" ]; then
@@ -171,7 +208,8 @@ sb_reap() {
 }
 
 # Kill what the suite left running, remove its stage and record (call last in teardown_file).
-sb_reap_suite() {
+sb_reap_suite() { _sb_untraced _sb_reap_suite "$@"; }
+_sb_reap_suite() {
 	[ -n "${SB_SUITE_ID:-}" ] || return 0
 	local pids
 	pids=$(_sb_tagged "$SB_SUITE_ID/*")
@@ -226,7 +264,8 @@ _sb_pipe_writers() {
 # Clean up after runs whose bats process is gone: kill their tagged and recorded
 # processes (with their process groups), remove their recorded directories. Prints what
 # it found; exits 2 if it killed a process, 1 if it only removed directories, else 0.
-sb_sweep() {
+sb_sweep() { _sb_untraced _sb_sweep "$@"; }
+_sb_sweep() {
 	local f id kind what found=0 p pids=()
 	[ -d "$SB_REG" ] || mkdir -p -m 700 "$SB_REG"	# -p: the other lane may make it too
 	for f in "$SB_REG"/*; do
@@ -260,7 +299,8 @@ sb_sweep() {
 
 # Copy into $SB_STAGE what other users exec or read: tests/fixtures, and the programs of
 # $SB_BUILD (and of its parent for a build/san). Again after a rebuild: it recopies.
-sb_stage() {
+sb_stage() { _sb_untraced _sb_stage "$@"; }
+_sb_stage() {
 	local src=${SB_BUILD_SRC:-$SB_BUILD}
 	mkdir -p "$SB_STAGE/fixtures" "$SB_STAGE/build"
 	cp -R "$SB_ROOT/tests/fixtures/." "$SB_STAGE/fixtures/"
@@ -334,7 +374,8 @@ sb_users() {
 
 # Remove every user of this lane, $SB_LANE-* (with its processes and home), and the group.
 # Other lanes' users are left alone: their suites may be running.
-sb_users_remove() {
+sb_users_remove() { _sb_untraced _sb_users_remove "$@"; }
+_sb_users_remove() {
 	local u
 	for u in $(getent passwd | cut -d: -f1 | grep -E "^$SB_LANE-") "$SB_RUNNER"; do
 		id "$u" >/dev/null 2>&1 || continue
@@ -387,7 +428,8 @@ sb_config_head() {
 }
 
 # Start the daemon in the background and wait for its socket.
-sb_start() {
+sb_start() { _sb_untraced _sb_start "$@"; }
+_sb_start() {
 	local i old
 	# A socket left by a killed daemon is not the new one: wait for a new file.
 	old=$(stat -c '%i %z' "$SB_SOCK" 2>/dev/null) || old=none
@@ -420,7 +462,8 @@ sb_unit_caps() {
 # Stop the daemon, whether or not it is a child of this shell (a test may stop the
 # daemon its suite's setup started); fail if it died before being asked, did not stop
 # within 10 s, or left a sanitizer report.
-sb_stop() {
+sb_stop() { _sb_untraced _sb_stop "$@"; }
+_sb_stop() {
 	local pid=${SB_PID:-} i rc=0
 	[ -n "$pid" ] || return 0
 	if ! kill -0 "$pid" 2>/dev/null; then
@@ -449,14 +492,27 @@ sb_stop() {
 	return "$rc"
 }
 
+# REPLY: the home directory of user $1 from /etc/passwd (builtins only: `as` runs
+# thousands of times a suite).
+sb_home() { _sb_untraced _sb_home "$@"; }
+_sb_home() {
+	local name home
+	REPLY=
+	while IFS=: read -r name _ _ _ _ home _; do
+		[ "$name" = "$1" ] && { REPLY=$home; return 0; }
+	done </etc/passwd
+	return 0
+}
+
 # Run a command as a user with a clean environment and the sandbox PATH.
 #   as USER CMD...   (cwd: the user's home)
 as() {
 	local u=$1
 	shift
 	local home
-	home=$(getent passwd "$u" | cut -d: -f6)
-	(cd "$home" 2>/dev/null || cd /tmp; runuser -u "$u" -- env -i HOME="$home" \
+	sb_home "$u"
+	home=$REPLY
+	(cd "$home" 2>/dev/null || cd /tmp; exec runuser -u "$u" -- env -i HOME="$home" \
 		PATH="$SB_DIR/bin:/usr/bin:/bin" SHIMBRIDGE_SOCKET="$SB_SOCK" LANG=C.UTF-8 "$@")
 }
 
@@ -481,7 +537,8 @@ sb_daemon_fds() {
 # sb_daemon_fds once it has read the same three times 100 ms apart (5 s at most): a
 # baseline. While the pool builds a jail the daemon holds its control socket before
 # the jail shows as such, so a single reading may count one descriptor too many.
-sb_daemon_fds_settled() {
+sb_daemon_fds_settled() { _sb_untraced _sb_daemon_fds_settled "$@"; }
+_sb_daemon_fds_settled() {
 	local a b c i
 	a=$(sb_daemon_fds)
 	b=-1 c=-2
@@ -504,7 +561,8 @@ sb_daemon_rss() {
 # (DIR/requests.log), port (DIR/port), pid (DIR/pid) and output live in DIR,
 # created root-only. Certificates come from $SB_DIR/certs (made on first use,
 # readable by the runner, which needs ca.pem). Returns once the port is known.
-sb_fakegh_run() {
+sb_fakegh_run() { _sb_untraced _sb_fakegh_run "$@"; }
+_sb_fakegh_run() {
 	local dir=$1 token=$2 pid _
 	shift 2
 	mkdir -p "$dir"
@@ -530,7 +588,8 @@ sb_fakegh_run() {
 }
 
 # sb_fakegh_kill DIR — stop a server started by sb_fakegh_run (TERM, then KILL after 5 s).
-sb_fakegh_kill() {
+sb_fakegh_kill() { _sb_untraced _sb_fakegh_kill "$@"; }
+_sb_fakegh_kill() {
 	local pid _
 	[ -s "$1/pid" ] || return 0
 	pid=$(cat "$1/pid")
@@ -569,9 +628,10 @@ as_in() {
 	local u=$1 d=$2
 	shift 2
 	local home
-	home=$(getent passwd "$u" | cut -d: -f6)
+	sb_home "$u"
+	home=$REPLY
 	case $d in /*) ;; *) d=$home/$d ;; esac
-	(cd "$d" && runuser -u "$u" -- env -i HOME="$home" \
+	(cd "$d" && exec runuser -u "$u" -- env -i HOME="$home" \
 		PATH="$SB_DIR/bin:/usr/bin:/bin" SHIMBRIDGE_SOCKET="$SB_SOCK" LANG=C.UTF-8 "$@")
 }
 
@@ -624,7 +684,8 @@ sb_outsider_remove() {
 as_t() {
 	local t=$1 u=$2 home
 	shift 2
-	home=$(getent passwd "$u" | cut -d: -f6)
+	sb_home "$u"
+	home=$REPLY
 	(cd "$home" 2>/dev/null || cd /tmp; exec timeout -k 5 "$t" runuser -u "$u" -- env -i \
 		HOME="$home" PATH="$SB_DIR/bin:/usr/bin:/bin" SHIMBRIDGE_SOCKET="$SB_SOCK" \
 		LANG=C.UTF-8 "$@")
@@ -656,7 +717,8 @@ sb_gate_release() {
 
 # Retry CMD... every 50 ms until it succeeds or SECONDS (may be fractional) pass. (Its
 # counter has a name no caller uses: an `eval` CMD sees the caller's variables.)
-sb_wait_for() {
+sb_wait_for() { _sb_untraced _sb_wait_for "$@"; }
+_sb_wait_for() {
 	local _sb_wait_left
 	_sb_wait_left=$(awk -v s="$1" 'BEGIN { printf "%d", s * 20 }')
 	shift
@@ -700,7 +762,8 @@ sb_dview() {
 # Entries of the scratch parent $1 (state_dir/run, as the daemon sees it) that no jail
 # waiting in the pool for the users in $2 holds (each waiting jail has its own scratch
 # dir bound in).
-sb_scratch_leftovers() {
+sb_scratch_leftovers() { _sb_untraced _sb_scratch_leftovers "$@"; }
+_sb_scratch_leftovers() {
 	local held=" " p d view
 	view=$(sb_dview "$1")
 	for p in $(sb_pool_pids "$2"); do
