@@ -1311,6 +1311,11 @@ hp_graphql(const struct httppolicy_scope *sc, const struct httppolicy_req *req,
 		g.why = NULL;
 		goto out;
 	}
+	v->safe = 1;
+	for (op = doc->ops; op != NULL; op = op->next) {
+		if (op->type != GRAPHQL_QUERY)
+			v->safe = 0;
+	}
 	rc = 0;
 out:
 	free(cause);
@@ -1431,8 +1436,10 @@ httppolicy_check(const struct httppolicy_scope *sc, const struct httppolicy_req 
 		goto out;
 	}
 	if (sc->api == HTTP_API_GIT) {
-		if (hp_git(sc, req, &t, &v->reason) == 0)
+		if (hp_git(sc, req, &t, &v->reason) == 0) {
 			v->allowed = 1;
+			v->safe = t.nsegs == 3 && strcmp(t.segs[2], "git-upload-pack") == 0;
+		}
 		goto out;
 	}
 	segs = t.segs;
@@ -1471,7 +1478,11 @@ out:
 	if (v->allowed) {
 		free(v->reason);
 		v->reason = NULL;
-	} else if (v->reason == NULL)
+		if (strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0)
+			v->safe = 1;
+	} else
+		v->safe = 0;
+	if (!v->allowed && v->reason == NULL)
 		v->reason = xstrdup("the request was refused by the HTTP policy");
 	/* Reasons quote request text: keep them printable ASCII for the agent and logs. */
 	for (p = v->reason; p != NULL && *p != '\0'; p++) {

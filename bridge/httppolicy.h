@@ -50,6 +50,9 @@ struct httppolicy_verdict {
 	char	*reason;	/* why refused: for agent + audit; NULL when allowed */
 	char	*summary;	/* audit: "GET /repos/o/r/issues", "graphql mutation IssueCreate
 				   createIssue"; never a body, always printable ASCII */
+	int	 safe;		/* allowed, and sending it twice changes nothing upstream:
+				   GET, HEAD, a GraphQL document of queries only, a git
+				   upload-pack POST (a fetch's negotiation) */
 };
 
 /*

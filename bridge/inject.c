@@ -98,6 +98,11 @@ struct exchange {
 	struct evhttp_request		*up;		/* libevent's, until its done cb */
 	SSL				*ssl;		/* uc->ssl */
 	int				 reusable;	/* uc may serve another request */
+	int				 reused;	/* uc came from the idle list */
+	int				 retried;	/* sent again once (inject_retry) */
+	int				 safe;		/* sending it twice changes nothing (httppolicy) */
+	int				 sent_body;	/* its body went upstream, not kept */
+	struct event			*retry;		/* zero-timeout: send again */
 	struct evdns_getaddrinfo_request *dns;
 	struct event			*reap;		/* zero-timeout: finish and free */
 	struct event			*wait;		/* the secret is being fetched: retry */
@@ -584,6 +589,8 @@ inject_exchange_free(struct exchange *ex)
 		event_free(ex->reap);
 	if (ex->wait != NULL)
 		event_free(ex->wait);
+	if (ex->retry != NULL)
+		event_free(ex->retry);
 	for (i = 0; i < INJECT_PREFETCHES; i++) {
 		if (inj->pf[i] != NULL && inj->pf[i]->waiter == ex)
 			inj->pf[i]->waiter = NULL;
@@ -780,6 +787,55 @@ inject_up_error_cb(enum evhttp_request_error e, void *arg)
 	ex->up_error_set = 1;
 }
 
+/* Zero-timeout event: drop the connection that failed, and the idle ones, and send again. */
+static void
+inject_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct exchange	*ex = arg;
+	struct upconn	*uc;
+
+	(void)fd;
+	(void)what;
+	if (ex->uc != NULL)
+		inject_upconn_release(ex->inj, ex->uc, 0);
+	ex->uc = NULL;
+	ex->up_conn = NULL;
+	ex->ssl = NULL;
+	ex->up_error_set = 0;
+	/* Kept as long as the one that failed: likely closed by upstream too. */
+	while ((uc = TAILQ_FIRST(&ex->inj->idle)) != NULL) {
+		TAILQ_REMOVE(&ex->inj->idle, uc, entry);
+		ex->inj->nidle--;
+		inject_upconn_release(ex->inj, uc, 0);
+	}
+	inject_connect(ex, NULL);	/* none idle: a new connection */
+}
+
+/*
+ * A request sent on a kept connection that upstream had closed (servers close idle
+ * connections when they like, and may do so as the request goes out) failed with
+ * no answer at all: send it once more on a new connection, as HTTP/1.1 clients do
+ * (RFC 9112, 9.3.1), when that cannot do anything twice: the policy found it safe
+ * (GET, HEAD, a GraphQL query, a fetch's upload-pack POST; not a mutation or a
+ * push), no byte of an answer seen, not a timeout. Returns whether it will be sent
+ * again (from an event: the failed connection cannot be freed inside its own
+ * callback).
+ */
+static int
+inject_retry(struct exchange *ex)
+{
+	if (!ex->reused || ex->retried || ex->started || !ex->safe || ex->sent_body ||
+	    ex->pf != NULL || ex->bytes_down != 0 || (ex->up_error_set && ex->up_error == EVREQ_HTTP_TIMEOUT) || ex->down == NULL ||
+	    ex->down_detached || ex->inj->closing)
+		return 0;
+	if (ex->retry == NULL &&
+	    (ex->retry = event_new(ex->inj->base, -1, 0, inject_retry_cb, ex)) == NULL)
+		return 0;
+	ex->retried = 1;
+	event_active(ex->retry, EV_TIMEOUT, 1);
+	return 1;
+}
+
 /* Upstream request finished (up has a status) or failed (NULL or status 0). */
 static void
 inject_up_done_cb(struct evhttp_request *up, void *arg)
@@ -824,6 +880,8 @@ inject_up_done_cb(struct evhttp_request *up, void *arg)
 		return;
 	}
 	if (up == NULL || evhttp_request_get_response_code(up) == 0) {
+		if (inject_retry(ex))
+			return;
 		if (!ex->started) {
 			inject_refuse(ex, 502, inject_up_reason(ex, why, sizeof why));
 		} else {
@@ -969,6 +1027,7 @@ inject_connect(struct exchange *ex, const char *addr)
 		}
 		ex->up_conn = ex->uc->conn;
 		ex->ssl = ex->uc->ssl;
+		ex->reused = 1;
 		goto request;
 	}
 	if (inj->up_tls) {
@@ -1002,6 +1061,7 @@ inject_connect(struct exchange *ex, const char *addr)
 		goto nomem;
 	}
 	ex->uc = xcalloc(1, sizeof *ex->uc);
+	ex->reused = 0;
 	ex->uc->conn = ex->up_conn;
 	ex->uc->ssl = ex->ssl;
 	evhttp_connection_set_closecb(ex->up_conn, inject_up_close_cb, ex->uc);
@@ -1039,7 +1099,17 @@ request:
 			snprintf(num, sizeof num, "%zu", blen);
 			evhttp_add_header(out, "Content-Length", num);
 		}
-		evbuffer_add_buffer(evhttp_request_get_output_buffer(ex->up), body);
+		if (ex->safe && blen > 0) {
+			/* Copied: kept for sending again (inject_retry). */
+			unsigned char *b = evbuffer_pullup(body, -1);
+
+			if (b == NULL || evbuffer_add(evhttp_request_get_output_buffer(ex->up),
+			    b, blen) != 0)
+				goto nomem;
+		} else {
+			ex->sent_body = blen > 0;
+			evbuffer_add_buffer(evhttp_request_get_output_buffer(ex->up), body);
+		}
 	}
 	sodium_free(cred);
 	cred = NULL;
@@ -1337,6 +1407,7 @@ inject_request_cb(struct evhttp_request *req, void *arg)
 		inject_refuse(ex, 403, why);
 		goto reap;
 	}
+	ex->safe = v.safe;
 	httppolicy_verdict_free(&v);
 	if (inj->api == HTTP_API_GIT && inject_push_checked(inj, ex, uri, &preq) != 0)
 		goto reap;

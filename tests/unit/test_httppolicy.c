@@ -637,6 +637,32 @@ test_git(void **state)
 	assert_false(GIT("POST", "/graphql", 1));
 }
 
+/* What may be sent twice (the injector's retry on a kept connection upstream closed). */
+static void
+test_safe(void **state)
+{
+	(void)state;
+	assert_true(GET("/repos/o/r/issues"));
+	assert_true(last.safe);
+	assert_false(GET("/repos/x/y/issues"));
+	assert_false(last.safe);
+	assert_true(REST("POST", "/repos/o/r/issues"));
+	assert_false(last.safe);
+	assert_true(gql("query{repository(owner:\"o\",name:\"r\"){id}}", NULL, NULL));
+	assert_true(last.safe);
+	assert_true(gql("query A{viewer{login}} query B{viewer{id}}", NULL, "B"));
+	assert_true(last.safe);
+	assert_true(gql("mutation{addComment(input:{subjectId:\"I_1\",body:\"b\"}){commentEdge{"
+	    "node{url}}}}", NULL, NULL));
+	assert_false(last.safe);
+	assert_true(GIT("POST", "/o/r.git/git-upload-pack", 0));
+	assert_true(last.safe);
+	assert_true(GIT("GET", "/o/r.git/info/refs?service=git-receive-pack", 1));
+	assert_true(last.safe);
+	assert_true(GIT("POST", "/o/r.git/git-receive-pack", 1));
+	assert_false(last.safe);
+}
+
 static void
 test_messages(void **state)
 {
@@ -690,6 +716,7 @@ main(void)
 		cmocka_unit_test_teardown(test_graphql_mutations, teardown),
 		cmocka_unit_test_teardown(test_graphql_bodies, teardown),
 		cmocka_unit_test_teardown(test_git, teardown),
+		cmocka_unit_test_teardown(test_safe, teardown),
 		cmocka_unit_test_teardown(test_messages, teardown),
 	};
 

@@ -14,12 +14,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -223,8 +225,9 @@ exchange(struct event_base *base, int fd, const char *req)
 }
 
 /* The upstream of test_inject_reuse: each request's peer port, and how to answer. */
-static unsigned short	up_ports[8];
-static int		up_n, up_close;
+static unsigned short	up_ports[16];
+static int		up_n, up_close, up_drop;
+static char		up_body[64];	/* the last request's body */
 
 static void
 upstream_cb(struct evhttp_request *req, void *arg)
@@ -235,9 +238,20 @@ upstream_cb(struct evhttp_request *req, void *arg)
 
 	(void)arg;
 	evhttp_connection_get_peer(evhttp_request_get_connection(req), &addr, &port);
-	if (up_n < 8)
+	if (up_n < 16)
 		up_ports[up_n] = port;
 	up_n++;
+	memset(up_body, 0, sizeof up_body);
+	evbuffer_copyout(evhttp_request_get_input_buffer(req), up_body, sizeof up_body - 1);
+	if (up_drop > 0) {
+		/*
+		 * Closed as the request came in (an idle timeout's race): no byte of the
+		 * answer leaves (the reply below only lets libevent free the request).
+		 */
+		up_drop--;
+		shutdown(bufferevent_getfd(evhttp_connection_get_bufferevent(
+		    evhttp_request_get_connection(req))), SHUT_RDWR);
+	}
 	if (up_close)
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
 	evbuffer_add_printf(b, "answer %d\n", up_n);
@@ -245,9 +259,10 @@ upstream_cb(struct evhttp_request *req, void *arg)
 	evbuffer_free(b);
 }
 
-/* A request through the injector on a fresh connection of its own; the whole answer. */
+/* A request with a body through the injector on a fresh connection; the whole answer. */
 static char *
-through(struct event_base *base, int port, const char *method, const char *target)
+through_body(struct event_base *base, int port, const char *method, const char *target,
+    const char *body)
 {
 	struct sockaddr_in	 sin;
 	char			 req[512];
@@ -258,11 +273,18 @@ through(struct event_base *base, int port, const char *method, const char *targe
 	sin.sin_addr.s_addr = htonl(0x7f000001);
 	sin.sin_port = htons((unsigned short)port);
 	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
-	snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
-	    "Connection: close\r\n\r\n", method, target);
+	snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n%s", method, target, strlen(body), body);
 	char *out = exchange(base, fd, req);
 	close(fd);
 	return out;
+}
+
+/* The same without a body. */
+static char *
+through(struct event_base *base, int port, const char *method, const char *target)
+{
+	return through_body(base, port, method, target, "");
 }
 
 /* The port a listening socket is bound to. */
@@ -284,7 +306,7 @@ bound_port(int fd)
 static void
 test_inject_reuse(void **state)
 {
-	static const struct httppolicy_scope fetch = { HTTP_API_GIT, repos, 1, 0 };
+	static const struct httppolicy_scope fetch = { HTTP_API_GIT, repos, 1, 1 };
 	const char		*refs = "/o/r.git/info/refs?service=git-upload-pack";
 	const char		*pack = "/o/r.git/git-upload-pack";
 	struct event_base	*base = event_base_new();
@@ -348,6 +370,35 @@ test_inject_reuse(void **state)
 	free(out);
 	assert_int_equal(up_ports[3], up_ports[0]);
 	assert_true(up_ports[4] != up_ports[0]);
+
+	/*
+	 * Upstream closes a kept connection as a request arrives on it: a GET, and a
+	 * fetch's upload-pack POST with its body, go again on a new connection (the tool
+	 * sees only the answer); a push (receive-pack) is not sent twice.
+	 */
+	up_drop = 1;
+	out = through(base, bound_port(lfd), "GET", refs);
+	assert_non_null(strstr(out, "HTTP/1.1 200"));
+	assert_non_null(strstr(out, "answer 7"));
+	free(out);
+	assert_int_equal(up_n, 7);
+	assert_int_equal(up_ports[5], up_ports[4]);	/* the kept one, dropped */
+	assert_true(up_ports[6] != up_ports[4]);
+	up_drop = 1;
+	out = through_body(base, bound_port(lfd), "POST", pack, "0009done\n");
+	assert_non_null(strstr(out, "HTTP/1.1 200"));
+	assert_non_null(strstr(out, "answer 9"));
+	free(out);
+	assert_int_equal(up_ports[7], up_ports[6]);
+	assert_true(up_ports[8] != up_ports[6]);
+	assert_string_equal(up_body, "0009done\n");	/* the body, sent again whole */
+	up_drop = 1;
+	out = through(base, bound_port(lfd), "POST", "/o/r.git/git-receive-pack");
+	assert_non_null(strstr(out, "HTTP/1.1 502"));
+	free(out);
+	assert_int_equal(up_n, 10);
+	assert_int_equal(up_ports[9], up_ports[8]);
+	assert_int_equal(last_status, 502);
 
 	inject_free(inj);
 	evhttp_free(up);
@@ -493,5 +544,6 @@ main(void)
 	if (sodium_init() == -1)
 		return 1;
 	inject_memory_init();
+	signal(SIGPIPE, SIG_IGN);	/* as the daemon: the upstream that drops writes to a closed socket */
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
