@@ -825,8 +825,8 @@ static int
 inject_retry(struct exchange *ex)
 {
 	if (!ex->reused || ex->retried || ex->started || !ex->safe || ex->sent_body ||
-	    ex->pf != NULL || ex->bytes_down != 0 || (ex->up_error_set && ex->up_error == EVREQ_HTTP_TIMEOUT) || ex->down == NULL ||
-	    ex->down_detached || ex->inj->closing)
+	    ex->pf != NULL || ex->bytes_down != 0 || ex->down == NULL || ex->down_detached ||
+	    ex->inj->closing || (ex->up_error_set && ex->up_error == EVREQ_HTTP_TIMEOUT))
 		return 0;
 	if (ex->retry == NULL &&
 	    (ex->retry = event_new(ex->inj->base, -1, 0, inject_retry_cb, ex)) == NULL)
@@ -1099,8 +1099,8 @@ request:
 			snprintf(num, sizeof num, "%zu", blen);
 			evhttp_add_header(out, "Content-Length", num);
 		}
-		if (ex->safe && blen > 0) {
-			/* Copied: kept for sending again (inject_retry). */
+		if (ex->safe && ex->reused && blen > 0) {
+			/* Copied: kept in case it must go again (inject_retry). */
 			unsigned char *b = evbuffer_pullup(body, -1);
 
 			if (b == NULL || evbuffer_add(evhttp_request_get_output_buffer(ex->up),

@@ -521,16 +521,30 @@ sb_audit_last() {
 	grep -- "$1" "$SB_AUDIT" | tail -n 1
 }
 
-# Count of open fds of the daemon.
-sb_daemon_fds() {
-	local n parents w
-	n=$(ls "/proc/$SB_PID/fd" | wc -l)
+# Count of open fds of the daemon. (From /proc with builtins: monitoring loops call it
+# several times a second, and ps reads every process.)
+sb_daemon_fds() { _sb_untraced _sb_daemon_fds "$@"; }
+_sb_daemon_fds() {
+	local n=0 f p t st comm w=0
+	local -a kids=() more
+	for f in "/proc/$SB_PID/fd/"*; do
+		if [ -e "$f" ] || [ -L "$f" ]; then n=$((n + 1)); fi
+	done
 	# Less one control socket per jail waiting in the pool (docs/JAIL.md): the
 	# daemon's children that are a shimbridge-jail without a child of their own.
-	parents=" $(ps -e -o ppid= | tr -d ' ' | sort -u | paste -sd' ') "
-	w=$(ps --ppid "$SB_PID" -o pid=,stat=,comm= 2>/dev/null | awk -v parents="$parents" '
-		$2 !~ /^Z/ && $3 == "shimbridge-jail" && index(parents, " " $1 " ") == 0 { n++ }
-		END { print n + 0 }')
+	# (These files end without a newline: read then fails but fills its variables.)
+	for t in "/proc/$SB_PID/task/"*/children; do
+		more=()
+		{ read -r -a more <"$t" || :; } 2>/dev/null
+		kids+=("${more[@]}")
+	done
+	for p in "${kids[@]}"; do
+		comm= st=
+		{ read -r comm <"/proc/$p/comm" || :; read -r st <"/proc/$p/stat" || :; } 2>/dev/null
+		st=${st##*) }
+		[ "$comm" = shimbridge-jail ] && [ -n "$st" ] && [ "${st%% *}" != Z ] || continue
+		_sb_has_children "$p" || w=$((w + 1))
+	done
 	echo $((n - w))
 }
 
@@ -719,8 +733,10 @@ sb_gate_release() {
 # counter has a name no caller uses: an `eval` CMD sees the caller's variables.)
 sb_wait_for() { _sb_untraced _sb_wait_for "$@"; }
 _sb_wait_for() {
-	local _sb_wait_left
-	_sb_wait_left=$(awk -v s="$1" 'BEGIN { printf "%d", s * 20 }')
+	local _sb_wait_left _sb_wait_i=${1%%.*} _sb_wait_f=00
+	# SECONDS * 20 polls, truncated (as awk's "%d" did), without a process for it.
+	[[ $1 == *.* ]] && _sb_wait_f=${1#*.}00
+	_sb_wait_left=$((10#${_sb_wait_i:-0} * 20 + 10#${_sb_wait_f:0:1} * 2 + 10#${_sb_wait_f:1:1} / 5))
 	shift
 	while ! "$@"; do
 		[ "$_sb_wait_left" -gt 0 ] || return 1
@@ -734,13 +750,29 @@ _sb_wait_for() {
 # shimbridge-jail with no child. Zombies count (a zombie of the daemon is a reaping
 # bug) except those of PID 1: a container's PID 1 may never reap what a killed
 # daemon left to it. One "pid stat ppid comm" line each.
-sb_runner_procs() {
-	local parents
-	parents=" $(ps -e -o ppid= | tr -d ' ' | sort -u | paste -sd' ') "
-	ps -u "$1" -o pid=,stat=,ppid=,comm= 2>/dev/null | awk -v parents="$parents" '
-		$2 ~ /^Z/ && $3 == 1 { next }
-		$2 !~ /^Z/ && $4 == "shimbridge-jail" && index(parents, " " $1 " ") == 0 { next }
-		{ print }'
+sb_runner_procs() { _sb_untraced _sb_runner_procs "$@"; }
+_sb_runner_procs() {
+	local line pid stat ppid comm
+	while IFS= read -r line; do
+		read -r pid stat ppid comm <<<"$line"
+		[[ $stat == Z* ]] && [ "$ppid" = 1 ] && continue
+		[[ $stat != Z* ]] && [ "$comm" = shimbridge-jail ] && ! _sb_has_children "$pid" &&
+			continue
+		printf '%s\n' "$line"
+	done < <(ps -u "$1" -o pid=,stat=,ppid=,comm= 2>/dev/null)
+	return 0
+}
+
+# Whether process $1 has a child (from /proc: these files end without a newline, so
+# read fails but fills its variable).
+_sb_has_children() {
+	local t f
+	for t in "/proc/$1/task/"*/children; do
+		f=
+		{ read -r f <"$t" || :; } 2>/dev/null
+		[ -z "$f" ] || return 0
+	done
+	return 1
 }
 
 # Whether no process of the runner user is left of any call.
@@ -778,11 +810,14 @@ _sb_scratch_leftovers() {
 }
 
 # The jails waiting in the pool for the users in $1 (comma-separated): their pids.
-sb_pool_pids() {
-	local parents
-	parents=" $(ps -e -o ppid= | tr -d ' ' | sort -u | paste -sd' ') "
-	ps -u "$1" -o pid=,stat=,comm= 2>/dev/null | awk -v parents="$parents" '
-		$2 !~ /^Z/ && $3 == "shimbridge-jail" && index(parents, " " $1 " ") == 0 { print $1 }'
+sb_pool_pids() { _sb_untraced _sb_pool_pids "$@"; }
+_sb_pool_pids() {
+	local pid stat comm
+	while read -r pid stat comm; do
+		[[ $stat != Z* ]] && [ "$comm" = shimbridge-jail ] && ! _sb_has_children "$pid" &&
+			printf '%s\n' "$pid"
+	done < <(ps -u "$1" -o pid=,stat=,comm= 2>/dev/null)
+	return 0
 }
 
 # Pids of USER's processes whose command line contains TEXT, oldest first.
