@@ -203,8 +203,8 @@ server_session_conns(const struct server *srv, const struct session *s)
 
 /* A new peer: credentials from the kernel, session from the config. */
 static void
-server_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
-    void *arg)
+server_accept_one(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+    int salen, void *arg)
 {
 	struct server *srv = arg;
 	const struct session *s = NULL;
@@ -292,8 +292,36 @@ server_resume(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(srv->ev_resume, &tv);
 		return;
 	}
+	srv->fd_low_until = time(NULL) + 10;	/* what waits comes in one by one */
 	for (i = 0; i < srv->nlev; i++)
 		evconnlistener_enable(srv->lev[i]);
+}
+
+/*
+ * The listener's callback. For a few seconds after running out of descriptors,
+ * each accepted peer is followed by the headroom check: libevent accepts all that
+ * waits in the backlog in one go, and connections its peers gave up meanwhile
+ * (each a descriptor until its EOF is read) would leave a waiting peer's call none
+ * for its pipes. Short of headroom, accepting pauses again (server_resume).
+ */
+static void
+server_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
+    void *arg)
+{
+	struct server *srv = arg;
+	struct timeval tv = { 0, 100000 };
+	int i;
+
+	server_accept_one(l, fd, sa, salen, arg);
+	if (srv->fd_low_until == 0 || time(NULL) > srv->fd_low_until) {
+		srv->fd_low_until = 0;
+		return;
+	}
+	if (srv->nlev > 0 && !server_fd_headroom(evconnlistener_get_fd(srv->lev[0]))) {
+		for (i = 0; i < srv->nlev; i++)
+			evconnlistener_disable(srv->lev[i]);
+		evtimer_add(srv->ev_resume, &tv);
+	}
 }
 
 /* accept() failed: on EMFILE/ENFILE pause for a moment instead of spinning. */
@@ -307,6 +335,7 @@ server_accept_error(struct evconnlistener *l, void *arg)
 	(void)l;
 	log_warnx("accept: %s", strerror(e));
 	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+		srv->fd_low_until = time(NULL) + 10;
 		for (i = 0; i < srv->nlev; i++)
 			evconnlistener_disable(srv->lev[i]);
 		evtimer_add(srv->ev_resume, &tv);

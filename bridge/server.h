@@ -41,6 +41,7 @@ struct server {
 	struct event		*ev_sig[5];
 	struct event		*ev_sweep;
 	struct event		*ev_resume;
+	time_t			 fd_low_until;	/* after EMFILE: headroom checked per accept */
 	struct event		*ev_orphans;	/* deferred orphan scan */
 	struct approve		*approve;	/* requests waiting for approval (pending.h) */
 	struct conn_list	 conns;
