@@ -246,6 +246,8 @@ server_accept_one(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr 
 
 /* Descriptors that must be free before accepting resumes after EMFILE (see below). */
 #define SERVER_FD_HEADROOM	24
+/* Seconds after EMFILE during which the headroom is checked after every accept. */
+#define SERVER_FD_LOW_SECS	10
 
 /*
  * Whether SERVER_FD_HEADROOM more descriptors (a quarter of the limit at most) can
@@ -292,7 +294,7 @@ server_resume(evutil_socket_t fd, short what, void *arg)
 		evtimer_add(srv->ev_resume, &tv);
 		return;
 	}
-	srv->fd_low_until = time(NULL) + 10;	/* what waits comes in one by one */
+	srv->fd_low_until = time(NULL) + SERVER_FD_LOW_SECS;	/* what waits comes in one by one */
 	for (i = 0; i < srv->nlev; i++)
 		evconnlistener_enable(srv->lev[i]);
 }
@@ -335,7 +337,7 @@ server_accept_error(struct evconnlistener *l, void *arg)
 	(void)l;
 	log_warnx("accept: %s", strerror(e));
 	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-		srv->fd_low_until = time(NULL) + 10;
+		srv->fd_low_until = time(NULL) + SERVER_FD_LOW_SECS;
 		for (i = 0; i < srv->nlev; i++)
 			evconnlistener_disable(srv->lev[i]);
 		evtimer_add(srv->ev_resume, &tv);
