@@ -421,13 +421,15 @@ op_git_inject(struct conn *c, struct op_git_state *st, const struct profile_git_
 			log_warnx("git: %s", pfwhy);
 		else
 			(void)op_git_refs_fifo(st, c->scratch);
-		free(pf);
-		free(pfwhy);
-		pfwhy = NULL;
-		xasprintf(&pf, "/%s/%s.git/info/refs?service=git-receive-pack", g->owner,
-		    g->name);
-		if (g->svc->push && inject_prefetch(st->inj, pf, &pfwhy) != 0)
-			log_warnx("git: %s", pfwhy);
+		if (g->svc->push) {
+			free(pf);
+			free(pfwhy);
+			pfwhy = NULL;
+			xasprintf(&pf, "/%s/%s.git/info/refs?service=git-receive-pack",
+			    g->owner, g->name);
+			if (inject_prefetch(st->inj, pf, &pfwhy) != 0)
+				log_warnx("git: %s", pfwhy);
+		}
 	}
 	free(pf);
 	free(pfwhy);
