@@ -122,7 +122,7 @@ $(B)/o/tests/unit/%.o: tests/unit/%.c $(HDRS) | deps-test
 $(B)/san/obj/tests/unit/%.o: tests/unit/%.c $(HDRS) | deps-test
 	@mkdir -p $(dir $@)
 	$(CC) $(BASECFLAGS) $(SANFLAGS) -c $< -o $@
-$(B)/fuzz/%.o: %.c $(HDRS) | deps-fuzz
+$(B)/fuzz/%.o: %.c $(HDRS) $(wildcard tests/fuzz/*.h) | deps-fuzz
 	@mkdir -p $(dir $@)
 	$(CLANG) $(BASECFLAGS) -Wno-unused-command-line-argument -O1 -g -fsanitize=fuzzer-no-link,address,undefined -DSHIMBRIDGE_FUZZ -c $< -o $@
 

@@ -14,7 +14,6 @@
  *     client's half-close ends every exchange; a 5 s deadline is a finding).
  */
 #include <sys/socket.h>
-#include <sys/un.h>
 
 #include <errno.h>
 #include <signal.h>
@@ -29,6 +28,8 @@
 
 #include "inject.h"
 
+#include "fuzzsock.h"
+
 #define SECRET	"fuzz-secret-7f3a9c"
 
 static struct event_base	*base;
@@ -42,8 +43,7 @@ struct client {
 	int		 eof;
 	int		 timeout;
 	int		 echo_ok;	/* the input holds the secret: an echo is no leak */
-	char		 tail[64];	/* last bytes read, to find the secret across reads */
-	size_t		 ntail;
+	struct fuzzsock_tail tail;	/* to find the secret across reads */
 	struct event	*ev;
 };
 
@@ -81,7 +81,6 @@ static void
 fuzz_client_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct client	*c = arg;
-	char		 buf[65536 + sizeof c->tail];
 	ssize_t		 n;
 
 	if (what & EV_WRITE) {
@@ -100,20 +99,10 @@ fuzz_client_cb(evutil_socket_t fd, short what, void *arg)
 			event_add(c->ev, NULL);
 		}
 	}
-	if (what & EV_READ) {
-		memcpy(buf, c->tail, c->ntail);
-		n = read(fd, buf + c->ntail, 65536);
-		if (n > 0) {
-			size_t	 all = c->ntail + (size_t)n;
-
-			if (!c->echo_ok && memmem(buf, all, SECRET, strlen(SECRET)) != NULL)
-				abort();
-			c->ntail = all < sizeof c->tail ? all : sizeof c->tail;
-			memcpy(c->tail, buf + all - c->ntail, c->ntail);
-		} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-			c->eof = 1;
-			event_base_loopbreak(base);
-		}
+	if ((what & EV_READ) &&
+	    fuzzsock_ended(fuzzsock_read(fd, &c->tail, SECRET, c->echo_ok))) {
+		c->eof = 1;
+		event_base_loopbreak(base);
 	}
 }
 
@@ -127,23 +116,6 @@ fuzz_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	c->timeout = 1;
 	event_base_loopbreak(base);
-}
-
-/* A listening Unix socket at sockpath. */
-static int
-fuzz_listen(void)
-{
-	struct sockaddr_un	 sun;
-	int			 fd;
-
-	memset(&sun, 0, sizeof sun);
-	sun.sun_family = AF_UNIX;
-	memcpy(sun.sun_path, sockpath, strlen(sockpath) + 1);
-	unlink(sockpath);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
-	    bind(fd, (struct sockaddr *)&sun, sizeof sun) == -1 || listen(fd, 16) == -1)
-		abort();
-	return fd;
 }
 
 int	LLVMFuzzerInitialize(int *, char ***);
@@ -172,7 +144,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	struct inject_target	 t;
 	struct inject		*inj;
 	struct client		 c;
-	struct sockaddr_un	 sun;
 	struct event		*deadline;
 	struct timeval		 tv = { 5, 0 };
 	char			*cause;
@@ -197,7 +168,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	t.scope = &scope;
 	t.secret = fuzz_secret;
 	t.audit = fuzz_audit;
-	if ((inj = inject_new(base, fuzz_listen(), &t, &cause)) == NULL)
+	if ((inj = inject_new(base, fuzzsock_listen(sockpath), &t, &cause)) == NULL)
 		abort();
 	/*
 	 * git with bit 0x40: a prefetch under way (it fails; a request waiting is sent
@@ -214,13 +185,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	c.data = data + 1;
 	c.len = len - 1;
 	c.echo_ok = input_has_secret = memmem(data, len, SECRET, strlen(SECRET)) != NULL;
-	memset(&sun, 0, sizeof sun);
-	sun.sun_family = AF_UNIX;
-	memcpy(sun.sun_path, sockpath, strlen(sockpath) + 1);
-	if ((c.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
-	    connect(c.fd, (struct sockaddr *)&sun, sizeof sun) == -1 ||
-	    evutil_make_socket_nonblocking(c.fd) == -1)
-		abort();
+	c.fd = fuzzsock_connect(sockpath);
 	c.ev = event_new(base, c.fd, EV_READ | EV_WRITE | EV_PERSIST, fuzz_client_cb, &c);
 	deadline = evtimer_new(base, fuzz_deadline_cb, &c);
 	event_add(c.ev, NULL);

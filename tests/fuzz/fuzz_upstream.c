@@ -26,7 +26,6 @@
  *   - the tool never reads the secret back (unless the input itself holds it).
  */
 #include <sys/socket.h>
-#include <sys/un.h>
 
 #include <netinet/in.h>
 
@@ -46,6 +45,8 @@
 #include <sodium.h>
 
 #include "inject.h"
+
+#include "fuzzsock.h"
 
 #define SECRET		"fuzz-secret-7f3a9c"
 #define MAX_REQS	8
@@ -82,8 +83,7 @@ struct tool {
 	char		 req[1024];
 	size_t		 len, off;
 	int		 started, eof;
-	char		 tail[64];	/* the last bytes read, to find the secret across reads */
-	size_t		 ntail;
+	struct fuzzsock_tail tail;
 	struct event	*ev;
 };
 
@@ -345,7 +345,6 @@ static void
 tool_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct tool *t = arg;
-	char buf[65536 + sizeof t->tail];
 	ssize_t n;
 
 	if ((what & EV_WRITE) && t->off < t->len) {
@@ -360,22 +359,11 @@ tool_cb(evutil_socket_t fd, short what, void *arg)
 			event_add(t->ev, NULL);
 		}
 	}
-	if (what & EV_READ) {
-		memcpy(buf, t->tail, t->ntail);
-		n = read(fd, buf + t->ntail, 65536);
-		if (n > 0) {
-			size_t all = t->ntail + (size_t)n;
-
-			if (!echo_ok && memmem(buf, all, SECRET, strlen(SECRET)) != NULL)
-				abort();
-			t->ntail = all < sizeof t->tail ? all : sizeof t->tail;
-			memcpy(t->tail, buf + all - t->ntail, t->ntail);
-		} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-			event_del(t->ev);
-			t->eof = 1;
-			tools_done++;
-			event_base_loopbreak(base);
-		}
+	if ((what & EV_READ) && fuzzsock_ended(fuzzsock_read(fd, &t->tail, SECRET, echo_ok))) {
+		event_del(t->ev);
+		t->eof = 1;
+		tools_done++;
+		event_base_loopbreak(base);
 	}
 }
 
@@ -388,36 +376,13 @@ deadline_cb(evutil_socket_t fd, short what, void *arg)
 	event_base_loopbreak(base);
 }
 
-/* A listening Unix socket at sockpath. */
-static int
-tool_listen(void)
-{
-	struct sockaddr_un sun;
-	int fd;
-
-	memset(&sun, 0, sizeof sun);
-	sun.sun_family = AF_UNIX;
-	memcpy(sun.sun_path, sockpath, strlen(sockpath) + 1);
-	unlink(sockpath);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
-	    bind(fd, (struct sockaddr *)&sun, sizeof sun) == -1 || listen(fd, 16) == -1)
-		abort();
-	return fd;
-}
-
 /* Connect a tool and start its request. */
 static void
 tool_start(struct tool *t)
 {
-	struct sockaddr_un sun;
-
-	memset(&sun, 0, sizeof sun);
-	sun.sun_family = AF_UNIX;
-	memcpy(sun.sun_path, sockpath, strlen(sockpath) + 1);
-	if ((t->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
-	    connect(t->fd, (struct sockaddr *)&sun, sizeof sun) == -1 ||
-	    evutil_make_socket_nonblocking(t->fd) == -1 ||
-	    (t->ev = event_new(base, t->fd, EV_READ | EV_WRITE | EV_PERSIST, tool_cb, t)) == NULL)
+	t->fd = fuzzsock_connect(sockpath);
+	if ((t->ev = event_new(base, t->fd, EV_READ | EV_WRITE | EV_PERSIST, tool_cb, t)) ==
+	    NULL)
 		abort();
 	t->started = 1;
 	event_add(t->ev, NULL);
@@ -501,7 +466,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	t.scope = &scope;
 	t.secret = secret_cb;
 	t.audit = audit_cb;
-	if ((inj = inject_new(base, tool_listen(), &t, &cause)) == NULL)
+	if ((inj = inject_new(base, fuzzsock_listen(sockpath), &t, &cause)) == NULL)
 		abort();
 	if (prefetching &&
 	    inject_prefetch(inj, "/o/r.git/info/refs?service=git-upload-pack", &cause) != 0)
