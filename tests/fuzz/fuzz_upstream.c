@@ -6,11 +6,13 @@
  * ones from a fixed list, and the input scripts a real upstream on 127.0.0.1 (plain
  * HTTP): for each request it receives, answer, drop the connection unanswered,
  * answer and close, send raw bytes, cut the answer short, answer chunked, answer
- * late, or answer and then close the idle connection a moment later.
+ * late, answer and then close the idle connection a moment later, or send a big
+ * answer (up to 1 MiB: the tool's side fills and the injector pauses upstream).
  *
  * Input: byte 0 picks the target (bit 0: git, else GHE), how many tool
- * connections run at once (bits 1-2: 1-4) and, for git, a prefetch of the ref list
- * (bit 3); byte 1 the number of tool requests (1-8); then one byte per request (its
+ * connections run at once (bits 1-2: 1-4), for git a prefetch of the ref list
+ * (bit 3), and slow tools, which start reading 20 ms after their request (bit 4);
+ * byte 1 the number of tool requests (1-8); then one byte per request (its
  * kind, from the list below); the rest is upstream's script, one action (and its
  * operands) per request upstream receives, then "answer" for every later one.
  *
@@ -85,6 +87,7 @@ struct tool {
 	int		 started, eof;
 	struct fuzzsock_tail tail;
 	struct event	*ev;
+	struct event	*slow;		/* a slow reader: starts reading later */
 };
 
 /* One connection upstream accepted. */
@@ -102,13 +105,15 @@ static struct evconnlistener	*up_listener;
 static int			 up_port;
 static char			 sockpath[108];
 static struct upc		*upcs;
+static char			 big[16384];	/* a big answer's body, in pieces */
+static const struct timeval	 slow_tv = { 0, 20000 };	/* a slow reader's delay */
 
 /* Per input. */
 static const uint8_t	*script;
 static size_t		 script_len, script_off;
 static int		 seen[MAX_REQS];	/* requests upstream received, by id */
 static int		 safe_of[MAX_REQS];
-static int		 audits, tools_done, echo_ok, prefetching;
+static int		 audits, tools_done, echo_ok, prefetching, slow;
 
 static int	secret_cb(void *, const unsigned char **, size_t *);
 static void	audit_cb(void *, const char *, int, unsigned long long, unsigned long long,
@@ -205,7 +210,7 @@ upc_act(struct upc *u)
 	int a = next_byte(), n, i, c;
 	char ch;
 
-	switch (a < 0 ? 0 : a % 8) {
+	switch (a < 0 ? 0 : a % 9) {
 	case 0:		/* answer, keep open */
 		upc_answer(u, 0);
 		return 0;
@@ -217,7 +222,7 @@ upc_act(struct upc *u)
 		return 0;
 	case 3:		/* raw bytes, then close */
 	case 4:		/* a status line, raw header bytes, then close */
-		if (a % 8 == 4)
+		if (a % 9 == 4)
 			evbuffer_add_printf(out, "HTTP/1.1 200 OK\r\n");
 		n = next_byte();
 		for (i = 0; i < n && (c = next_byte()) >= 0; i++) {
@@ -238,13 +243,21 @@ upc_act(struct upc *u)
 		evbuffer_add_printf(out, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 		    "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
 		return 0;
-	default:	/* 7: late, or answered then closed a moment later (idle timeout) */
+	case 7:		/* late, or answered then closed a moment later (idle timeout) */
 		n = next_byte();
 		if (n >= 0 && (n & 0x80)) {
 			upc_answer(u, 0);
 			upc_later(u, 1, n & 7);
 		} else
 			upc_later(u, 0, n < 0 ? 0 : n & 7);
+		return 0;
+	default:	/* 8: a big answer (16 KiB to 1 MiB), kept open: the injector pauses */
+		n = next_byte();
+		n = n < 0 ? 1 : (n & 63) + 1;
+		evbuffer_add_printf(out, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n",
+		    n * (int)sizeof big);
+		for (i = 0; i < n && !u->head; i++)
+			evbuffer_add_reference(out, big, sizeof big, NULL, NULL);
 		return 0;
 	}
 }
@@ -340,6 +353,17 @@ up_accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, 
 	upcs = u;
 }
 
+/* A slow reader's timer: now it reads. */
+static void
+tool_slow_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct tool *t = arg;
+
+	(void)fd;
+	(void)what;
+	event_add(t->ev, NULL);
+}
+
 /* Tool side: write the request, read everything until EOF. */
 static void
 tool_cb(evutil_socket_t fd, short what, void *arg)
@@ -356,7 +380,10 @@ tool_cb(evutil_socket_t fd, short what, void *arg)
 		if (t->off >= t->len) {
 			event_del(t->ev);
 			event_assign(t->ev, base, fd, EV_READ | EV_PERSIST, tool_cb, t);
-			event_add(t->ev, NULL);
+			if (t->slow != NULL)
+				evtimer_add(t->slow, &slow_tv);
+			else
+				event_add(t->ev, NULL);
 		}
 	}
 	if ((what & EV_READ) && fuzzsock_ended(fuzzsock_read(fd, &t->tail, SECRET, echo_ok))) {
@@ -384,6 +411,8 @@ tool_start(struct tool *t)
 	if ((t->ev = event_new(base, t->fd, EV_READ | EV_WRITE | EV_PERSIST, tool_cb, t)) ==
 	    NULL)
 		abort();
+	if (slow && (t->slow = evtimer_new(base, tool_slow_cb, t)) == NULL)
+		abort();
 	t->started = 1;
 	event_add(t->ev, NULL);
 }
@@ -404,6 +433,7 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	inject_memory_init();
 	if ((base = event_base_new()) == NULL)
 		abort();
+	memset(big, 'x', sizeof big);
 	memset(&sin, 0, sizeof sin);
 	sin.sin_family = AF_INET;
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -437,6 +467,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 		return 0;
 	git = data[0] & 1;
 	at_once = ((data[0] >> 1) & 3) + 1;
+	slow = data[0] & 0x10;
 	nreq = data[1] % MAX_REQS + 1;
 	if (len < 2 + (size_t)nreq)
 		return 0;
@@ -509,6 +540,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	event_free(deadline);
 	for (i = 0; i < nreq; i++) {
 		if (tools[i].started) {
+			if (tools[i].slow != NULL)
+				event_free(tools[i].slow);
 			event_free(tools[i].ev);
 			close(tools[i].fd);
 		}
