@@ -25,6 +25,8 @@
  *     prefetch has a record of its own);
  *   - upstream receives a request that is not safe to send twice (a mutation, a REST
  *     write, a push) at most once, and a safe one at most twice (one retry);
+ *   - every request upstream receives carries the real credential and the tool's
+ *     end-to-end headers, and never the tool's placeholder;
  *   - the tool never reads the secret back (unless the input itself holds it).
  */
 #include <sys/socket.h>
@@ -52,7 +54,6 @@
 
 #define SECRET		"fuzz-secret-7f3a9c"
 #define MAX_REQS	8
-#define MAX_TOOLS	4
 
 /* The tool's requests: the target's path and body, and whether it may go twice. */
 struct kind {
@@ -114,6 +115,7 @@ static size_t		 script_len, script_off;
 static int		 seen[MAX_REQS];	/* requests upstream received, by id */
 static int		 safe_of[MAX_REQS];
 static int		 audits, tools_done, echo_ok, prefetching, slow;
+static char		 want_auth[128];	/* the Authorization header upstream must see */
 
 static int	secret_cb(void *, const unsigned char **, size_t *);
 static void	audit_cb(void *, const char *, int, unsigned long long, unsigned long long,
@@ -293,8 +295,9 @@ upc_read_cb(struct bufferevent *bev, void *arg)
 			return;
 		}
 		evbuffer_drain(in, hlen + blen);
-		if (strstr(head, "Authorization: ") == NULL)
-			abort();	/* the credential is added to every request */
+		/* The real credential on every request, the tool's placeholder never. */
+		if (strstr(head, want_auth) == NULL || strstr(head, "placeholder") != NULL)
+			abort();
 		u->head = strncmp(head, "HEAD ", 5) == 0;
 		if ((id = strcasestr(head, "\r\nX-Fuzz-Id: ")) == NULL) {
 			/* Only the injector's own prefetch has none. */
@@ -480,6 +483,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 	prefetching = git && (data[0] & 8);
 	memset(seen, 0, sizeof seen);
 	echo_ok = memmem(data, len, SECRET, strlen(SECRET)) != NULL;
+
+	if (git) {
+		static const char basic[] = "x-access-token:" SECRET;
+		char b64[sodium_base64_ENCODED_LEN(sizeof basic - 1,
+		    sodium_base64_VARIANT_ORIGINAL)];
+
+		sodium_bin2base64(b64, sizeof b64, (const unsigned char *)basic, sizeof basic - 1,
+		    sodium_base64_VARIANT_ORIGINAL);
+		snprintf(want_auth, sizeof want_auth, "\r\nAuthorization: Basic %s\r\n", b64);
+	} else
+		snprintf(want_auth, sizeof want_auth, "\r\nAuthorization: token %s\r\n", SECRET);
 
 	memset(&scope, 0, sizeof scope);
 	memset(&t, 0, sizeof t);
