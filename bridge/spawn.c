@@ -1,5 +1,4 @@
 /* Child processes: building their environment and running them as the runner. */
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -149,23 +148,6 @@ spawn_closefrom(int lowfd)
 	hygiene_closefrom(lowfd);
 }
 
-/* Set a limit to want, or to the hard limit if that is lower (no CAP_SYS_RESOURCE). */
-static int
-spawn_limit(int resource, rlim_t cur, rlim_t max)
-{
-	struct rlimit rl;
-
-	if (getrlimit(resource, &rl) == 0 && rl.rlim_max != RLIM_INFINITY) {
-		if (max > rl.rlim_max)
-			max = rl.rlim_max;
-		if (cur > max)
-			cur = max;
-	}
-	rl.rlim_cur = cur;
-	rl.rlim_max = max;
-	return setrlimit(resource, &rl);
-}
-
 /*
  * In the child (proc.h setup hook), with its fds in place and before the drop:
  * the tool's rlimits, and a private umask. System calls only (vfork-safe).
@@ -174,20 +156,11 @@ static const char *
 spawn_setup(const struct proc_req *pr, void *arg)
 {
 	const struct spawn_req *r = arg;
+	const char		*step;
 
 	(void)pr;
-	if (spawn_limit(RLIMIT_CORE, 0, 0) != 0)
-		return "setrlimit core";
-	if (spawn_limit(RLIMIT_CPU, (rlim_t)r->cpu_seconds, (rlim_t)r->cpu_seconds + 5) != 0)
-		return "setrlimit cpu";
-	if (spawn_limit(RLIMIT_AS, (rlim_t)8 << 30, (rlim_t)8 << 30) != 0)	/* 8 GiB */
-		return "setrlimit as";
-	if (spawn_limit(RLIMIT_FSIZE, (rlim_t)4 << 30, (rlim_t)4 << 30) != 0)	/* 4 GiB */
-		return "setrlimit fsize";
-	if (spawn_limit(RLIMIT_NOFILE, 1024, 1024) != 0)			/* open files */
-		return "setrlimit nofile";
-	if (spawn_limit(RLIMIT_NPROC, 8192, 8192) != 0)	/* processes of the runner uid */
-		return "setrlimit nproc";
+	if ((step = hygiene_tool_limits((rlim_t)r->cpu_seconds)) != NULL)
+		return step;
 	umask(077);
 	return NULL;
 }

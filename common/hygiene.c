@@ -1,4 +1,5 @@
 /* Process hygiene (see hygiene.h). */
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -14,6 +15,41 @@
 #include "util.h"
 
 #define HYGIENE_MAX_FD	1048576		/* the loop's bound when the limit is unknown */
+
+/* Set a limit, or the hard limit we have where that is lower (we can only lower it). */
+static int
+hygiene_limit(int resource, rlim_t cur, rlim_t max)
+{
+	struct rlimit	rl;
+
+	if (getrlimit(resource, &rl) == 0 && rl.rlim_max != RLIM_INFINITY) {
+		if (max > rl.rlim_max)
+			max = rl.rlim_max;
+		if (cur > max)
+			cur = max;
+	}
+	rl.rlim_cur = cur;
+	rl.rlim_max = max;
+	return setrlimit(resource, &rl);
+}
+
+const char *
+hygiene_tool_limits(rlim_t cpu_seconds)
+{
+	if (hygiene_limit(RLIMIT_CORE, 0, 0) != 0)
+		return "setrlimit core";
+	if (hygiene_limit(RLIMIT_CPU, cpu_seconds, cpu_seconds + 5) != 0)
+		return "setrlimit cpu";
+	if (hygiene_limit(RLIMIT_AS, (rlim_t)8 << 30, (rlim_t)8 << 30) != 0)	/* 8 GiB */
+		return "setrlimit as";
+	if (hygiene_limit(RLIMIT_FSIZE, (rlim_t)4 << 30, (rlim_t)4 << 30) != 0)	/* 4 GiB */
+		return "setrlimit fsize";
+	if (hygiene_limit(RLIMIT_NOFILE, 1024, 1024) != 0)		/* open files */
+		return "setrlimit nofile";
+	if (hygiene_limit(RLIMIT_NPROC, 8192, 8192) != 0)	/* processes of the uid */
+		return "setrlimit nproc";
+	return NULL;
+}
 
 /* Close every descriptor from lowfd up. */
 void

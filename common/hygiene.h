@@ -5,6 +5,7 @@
 #ifndef SHIMBRIDGE_HYGIENE_H
 #define SHIMBRIDGE_HYGIENE_H
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 /*
@@ -35,6 +36,15 @@ int		 hygiene_stdio(void);
  * name NULL).
  */
 const char	*hygiene_drop_privileges(uid_t, gid_t, const char *name);
+/*
+ * The resource limits of every tool a request runs, jailed or not: no core
+ * file, cpu_seconds of CPU (SIGXCPU, then SIGKILL 5 s later), 8 GiB of address
+ * space, 4 GiB files, 1024 descriptors, 8192 processes of its uid. A limit
+ * above the hard one we have is set to that (only root may raise it). Returns
+ * NULL, or the step that failed ("setrlimit cpu", ...) with errno set: system
+ * calls only, so it is safe in a vfork child.
+ */
+const char	*hygiene_tool_limits(rlim_t cpu_seconds);
 /*
  * mkdir path with mode (chmod'ed: the umask does not apply), or accept an
  * existing directory that is root's and not a symbolic link. An existing one is

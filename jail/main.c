@@ -24,7 +24,6 @@
  * dir and /proc (docs/JAIL.md, "The template").
  */
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -169,23 +168,6 @@ jailinit_recv(enum jailmsg_type want, uint32_t *len, int *fds, int nfds)
 	return jailinit_recv3(want, want, want, &type, len, fds, nfds);
 }
 
-/* Set a limit to want, or to the hard limit if that is lower (we can only lower). */
-static int
-jailinit_limit(int resource, rlim_t cur, rlim_t max)
-{
-	struct rlimit rl;
-
-	if (getrlimit(resource, &rl) == 0 && rl.rlim_max != RLIM_INFINITY) {
-		if (max > rl.rlim_max)
-			max = rl.rlim_max;
-		if (cur > max)
-			cur = max;
-	}
-	rl.rlim_cur = cur;
-	rl.rlim_max = max;
-	return setrlimit(resource, &rl);
-}
-
 /* In the tool's process: report a failure to the init through the status pipe. */
 static void __attribute__((noreturn))
 jailinit_tool_fail(int status, const char *what)
@@ -206,6 +188,7 @@ static void __attribute__((noreturn))
 jailinit_tool(const struct jailmsg_run *m, const int *fds, int status)
 {
 	sigset_t set;
+	const char *step;
 	int hi[5], i, n = (int)m->nfds;
 
 	/* Every disposition is the default already (main): only the mask is ours. */
@@ -229,18 +212,8 @@ jailinit_tool(const struct jailmsg_run *m, const int *fds, int status)
 	status = n;
 	hygiene_closefrom(status + 1);
 
-	if (jailinit_limit(RLIMIT_CORE, 0, 0) != 0)
-		jailinit_tool_fail(status, "setrlimit core");
-	if (jailinit_limit(RLIMIT_CPU, m->cpu_seconds, (rlim_t)m->cpu_seconds + 5) != 0)
-		jailinit_tool_fail(status, "setrlimit cpu");
-	if (jailinit_limit(RLIMIT_AS, (rlim_t)8 << 30, (rlim_t)8 << 30) != 0)	/* 8 GiB */
-		jailinit_tool_fail(status, "setrlimit as");
-	if (jailinit_limit(RLIMIT_FSIZE, (rlim_t)4 << 30, (rlim_t)4 << 30) != 0)
-		jailinit_tool_fail(status, "setrlimit fsize");
-	if (jailinit_limit(RLIMIT_NOFILE, 1024, 1024) != 0)
-		jailinit_tool_fail(status, "setrlimit nofile");
-	if (jailinit_limit(RLIMIT_NPROC, 8192, 8192) != 0)
-		jailinit_tool_fail(status, "setrlimit nproc");
+	if ((step = hygiene_tool_limits(m->cpu_seconds)) != NULL)
+		jailinit_tool_fail(status, step);
 	if (chdir(m->cwd) != 0)
 		jailinit_tool_fail(status, "chdir");
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)

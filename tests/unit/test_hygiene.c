@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -138,6 +139,94 @@ test_mkdir_root(void **state)
 	rmdir(dir);
 }
 
+/* Whether resource's soft and hard limits are cur and max. */
+static int
+limits_are(int resource, rlim_t cur, rlim_t max)
+{
+	struct rlimit	rl;
+
+	return getrlimit(resource, &rl) == 0 && rl.rlim_cur == cur && rl.rlim_max == max;
+}
+
+/*
+ * In a child: run hygiene_tool_limits(7) and check each limit against what was
+ * asked, lowered to the hard limit the child had before where that was lower.
+ * Exits 0, or the number of the first check that failed.
+ */
+static void __attribute__((noreturn))
+tool_limits_child(void)
+{
+	static const struct { int res; rlim_t cur, max; } want[] = {
+		{ RLIMIT_CORE, 0, 0 },
+		{ RLIMIT_CPU, 7, 12 },
+		{ RLIMIT_AS, (rlim_t)8 << 30, (rlim_t)8 << 30 },
+		{ RLIMIT_FSIZE, (rlim_t)4 << 30, (rlim_t)4 << 30 },
+		{ RLIMIT_NOFILE, 1024, 1024 },
+		{ RLIMIT_NPROC, 8192, 8192 },
+	};
+	struct rlimit	before[6];
+	rlim_t		cur, max;
+	size_t		i;
+
+	for (i = 0; i < 6; i++) {
+		if (getrlimit(want[i].res, &before[i]) != 0)
+			_exit(100);
+	}
+	if (hygiene_tool_limits(7) != NULL)
+		_exit(101);
+	for (i = 0; i < 6; i++) {
+		max = want[i].max;
+		if (before[i].rlim_max != RLIM_INFINITY && before[i].rlim_max < max)
+			max = before[i].rlim_max;
+		cur = want[i].cur < max ? want[i].cur : max;
+		if (!limits_are(want[i].res, cur, max))
+			_exit((int)i + 1);
+	}
+	_exit(0);
+}
+
+/*
+ * A tool's limits, as asked where the hard limits allow them, and never above a
+ * hard limit that is lower (the CPU and the descriptors in the second child).
+ */
+static void
+test_tool_limits(void **state)
+{
+	struct rlimit	rl;
+	int		status;
+	pid_t		pid;
+
+	(void)state;
+	if ((pid = fork()) == 0)
+		tool_limits_child();
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+
+	if ((pid = fork()) == 0) {
+		rl.rlim_cur = rl.rlim_max = 3;
+		if (setrlimit(RLIMIT_CPU, &rl) != 0)
+			_exit(1);
+		rl.rlim_cur = rl.rlim_max = 512;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			_exit(2);
+		if (hygiene_tool_limits(60) != NULL)
+			_exit(3);
+		if (!limits_are(RLIMIT_CPU, 3, 3))
+			_exit(4);
+		if (!limits_are(RLIMIT_NOFILE, 512, 512))
+			_exit(5);
+		if (!limits_are(RLIMIT_CORE, 0, 0))
+			_exit(6);
+		_exit(0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 static void
 test_valid_repo(void **state)
 {
@@ -165,6 +254,7 @@ main(void)
 		cmocka_unit_test(test_stdio),
 		cmocka_unit_test(test_drop_privileges),
 		cmocka_unit_test(test_mkdir_root),
+		cmocka_unit_test(test_tool_limits),
 		cmocka_unit_test(test_valid_repo),
 	};
 
