@@ -196,8 +196,11 @@ keyring_retire_now(struct keyring *kr, struct secret_val *v, const struct secret
 	size_t i;
 
 	for (i = 0; i < kr->nold; i++) {
-		if (kr->old[i]->revoke_at > now && strcmp(kr->old[i]->session, session) == 0 &&
-		    strcmp(kr->old[i]->name, name) == 0)
+		const struct ghapp_old *o = kr->old[i];
+
+		if (o->revoke_at > now && (o->session == NULL) == (session == NULL) &&
+		    (session == NULL || strcmp(o->session, session) == 0) &&
+		    strcmp(o->name, name) == 0)
 			kr->old[i]->revoke_at = now;
 	}
 	keyring_retire(kr, ghapp_retire(v, src, session, name, now));
@@ -362,8 +365,13 @@ keyring_load(struct keyring *kr, const struct config *c, char ***warnings, size_
 		store_free(st);
 	free(store_error);
 	for (i = 0; i < kr->nkeys; i++) {
-		/* A session removed, or a source gone: its token is revoked. */
-		if (kr->keys[i].src != NULL && kr->keys[i].src->type == SECRET_GITHUB_APP)
+		/*
+		 * A session removed, or a source gone: its token is revoked. Not a key
+		 * the new one took over (its state went with it: a refresh's old token
+		 * keeps its grace), nor the host's key of a source (it holds no token).
+		 */
+		if (kr->keys[i].src != NULL && kr->keys[i].src->type == SECRET_GITHUB_APP &&
+		    kr->keys[i].session != NULL && kr->keys[i].val.app != NULL)
 			keyring_retire_now(kr, &kr->keys[i].val, kr->keys[i].src,
 			    kr->keys[i].session, kr->keys[i].name);
 		keyring_key_clear(&kr->keys[i]);

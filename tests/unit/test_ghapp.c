@@ -519,6 +519,64 @@ test_keyring_per_session(void **state)
 	free(w);
 }
 
+/*
+ * A reload while a token a refresh replaced is still in its grace (ghmint keeps it
+ * for requests that fetched it just now). The keyring also holds the host's key of
+ * the source (no session): the reload looked for that key's older tokens with
+ * strcmp(session, NULL), and the daemon died of SIGSEGV (ghapp.bats, twice in CI).
+ * The grace token of a session that stays keeps its grace; a session that goes
+ * has its tokens revoked at once, the one in its grace too.
+ */
+static void
+test_keyring_reload_in_grace(void **state)
+{
+	struct config c1;
+	struct secret_src s1;
+	struct session ss1[2];
+	char *ra[] = { "octo/repo" }, *rb[] = { "octo/b" };
+	struct keyring *kr = keyring_new();
+	struct key *a, *b;
+	char **w = NULL;
+	size_t nw = 0, i;
+	time_t now = time(NULL);
+
+	(void)state;
+	make_config(&c1, &s1, ss1, ra, 1, rb);
+	keyring_load(kr, &c1, &w, &nw);
+	assert_non_null(keyring_find(kr, NULL, "github"));	/* the host's key */
+	a = keyring_find(kr, "alice", "github");
+	b = keyring_find(kr, "bob", "github");
+	/* Each session's token was refreshed just now: the old ones wait out a grace. */
+	give_token(a, "ghs_alice_old");
+	give_token(b, "ghs_bob_old");
+	keyring_retire(kr, ghapp_retire(&a->val, a->src, a->session, a->name, now + 10));
+	keyring_retire(kr, ghapp_retire(&b->val, b->src, b->session, b->name, now + 10));
+	give_token(a, "ghs_alice_new");
+	give_token(b, "ghs_bob_new");
+	keyring_changed(kr);
+	assert_int_equal(keyring_retired_count(kr), 2);
+	/* The same config again: both sessions stay, nothing changes. */
+	keyring_load(kr, &c1, &w, &nw);
+	assert_int_equal(keyring_retired_count(kr), 2);
+	for (i = 0; i < 2; i++)
+		assert_true(keyring_retired(kr, i)->revoke_at == now + 10);
+	/* Bob's session goes: his token and the one in its grace are revoked now. */
+	c1.nsessions = 1;
+	keyring_load(kr, &c1, &w, &nw);
+	assert_null(keyring_find(kr, "bob", "github"));
+	assert_int_equal(keyring_retired_count(kr), 3);
+	for (i = 0; i < 3; i++) {
+		struct ghapp_old *o = keyring_retired(kr, i);
+
+		if (strcmp(o->session, "bob") == 0)
+			assert_true(o->revoke_at <= time(NULL));
+		else
+			assert_true(o->revoke_at == now + 10);
+	}
+	keyring_free(kr);
+	free(w);
+}
+
 int
 main(void)
 {
@@ -534,6 +592,7 @@ main(void)
 		cmocka_unit_test(test_source_parse),
 		cmocka_unit_test(test_usable),
 		cmocka_unit_test(test_keyring_per_session),
+		cmocka_unit_test(test_keyring_reload_in_grace),
 	};
 
 	return cmocka_run_group_tests(tests, setup_key, teardown_key);
