@@ -52,6 +52,7 @@
 static void	conn_read_frames(struct conn *);
 static void	conn_check_done(struct conn *);
 static void	conn_peer_closed(struct conn *);
+static void	conn_try_answer(struct conn *);
 
 /*
  * Reading from the peer is ours, not the bufferevent's: libevent 2.1 reads a
@@ -597,6 +598,39 @@ conn_job_eof(struct job *j, enum job_stream s, void *arg)
 	if (r != NULL && c->killed != KILL_OUTPUT)
 		redact_flush(r, conn_sink, &sc);
 	conn_send(c, sc.type, NULL, 0);	/* EOF marker */
+	if (s == JOB_ERR)
+		c->err_ended = 1;
+	else
+		c->out_ended = 1;
+	conn_try_answer(c);
+}
+
+/* Send the early answer once it is due (see conn_answer). */
+static void
+conn_try_answer(struct conn *c)
+{
+	json_t *o;
+
+	if (c->answer < 0 || c->answered || c->state != CONN_RUNNING || c->peer_gone ||
+	    c->killed != KILL_NONE || c->pending_expired != NULL || !c->out_ended ||
+	    !c->err_ended || job_state(c->job) != JOB_RUNNING)
+		return;
+	c->answered = 1;
+	clock_gettime(CLOCK_MONOTONIC, &c->answered_at);
+	o = json_object();
+	json_object_set_new(o, "code", json_integer(c->answer));
+	conn_send_json(c, FRAME_EXIT, o);
+	conn_reading(c, 0);
+}
+
+/* The child's answer is known before its end (conn.h). */
+void
+conn_answer(struct conn *c, int code)
+{
+	if (c->answer >= 0 || code < 0 || code > 255)
+		return;
+	c->answer = code;
+	conn_try_answer(c);
 }
 
 /* Job callback: stdin was written; resume reading the peer below half the cap. */
@@ -1100,7 +1134,7 @@ conn_peer_closed(struct conn *c)
 		return;
 	if (c->state == CONN_RUNNING)
 		conn_pending_drop(c);
-	if (c->state == CONN_RUNNING && job_state(c->job) == JOB_RUNNING) {
+	if (c->state == CONN_RUNNING && job_state(c->job) == JOB_RUNNING && !c->answered) {
 		json_t *a = conn_audit_base(c, "peer-gone");
 
 		audit_write(a, conn_redact(c));
@@ -1199,10 +1233,24 @@ conn_check_done(struct conn *c)
 
 		json_object_set_new(a, "killed", json_string(why[c->killed]));
 	}
+	if (c->answered) {
+		struct timespec *t = &c->answered_at;
+
+		json_object_set_new(a, "answered", json_real((double)(t->tv_sec - c->start.tv_sec) +
+		    (double)(t->tv_nsec - c->start.tv_nsec) / 1e9));
+	}
 	audit_write(a, conn_redact(c));
 	c->srv->n_completed++;
 	if (c->peer_gone) {
 		conn_schedule_free(c);
+		return;
+	}
+	if (c->answered) {
+		/* The peer has its EXIT; what the child did after it is in the audit alone. */
+		conn_set_state(c, CONN_CLOSING);
+		conn_timer(c, CLOSE_TIMEOUT);
+		if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+			conn_schedule_free(c);
 		return;
 	}
 	if (c->killed == KILL_TIMEOUT) {
@@ -1300,6 +1348,7 @@ conn_new(struct server *srv, int fd, uid_t uid, gid_t gid, pid_t pid,
 	c->pid = pid;
 	c->session = s;
 	c->admin = uid == 0;
+	c->answer = -1;
 	clock_gettime(CLOCK_MONOTONIC, &c->start);
 	{
 		/* Output moves in larger bursts (kernel memory is taken only when used). */

@@ -110,6 +110,11 @@ struct conn {
 	int			 early_eof;
 	int			 early_sig;	/* a signal that came before the child */
 	size_t			 close_left;	/* output still queued at the last close check */
+	/* An answer before the end (conn_answer): the peer has its EXIT, the child runs on. */
+	int			 answer;	/* the code to send, or -1 */
+	int			 answered;	/* EXIT sent: the peer's going is no kill */
+	struct timespec		 answered_at;
+	int			 out_ended, err_ended;	/* the child's stdout / stderr ended */
 };
 
 /* A new peer on fd (transferred) with kernel credentials; session NULL for root. */
@@ -145,6 +150,13 @@ void		 conn_deny(struct conn *, const char *code, const char *reason,
 		    const char *message);
 /* The session's concurrency limit: 0 if one more may run, else denied and -1. */
 int		 conn_check_busy(struct conn *);
+/*
+ * The running child says the peer's answer is known (op "git": shimbridge-git's "D"
+ * record): once its stdout and stderr have ended and been relayed, the peer gets
+ * EXIT with code while the child finishes on its own time, still under the call's
+ * limits; its end is audited as ever. Once per request; ignored after a kill.
+ */
+void		 conn_answer(struct conn *, int code);
 /* Finish a request without a child: EXIT code frame, then close. */
 void		 conn_exit(struct conn *, int code);
 /*

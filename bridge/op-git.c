@@ -56,7 +56,8 @@ struct op_git_state {
 	struct event		*chan_ev;	/* reading it while the child runs */
 	char			*in;		/* what the child said on it so far */
 	size_t			 inlen;
-	size_t			 scanned;	/* complete lines looked at for "W" */
+	size_t			 scanned;	/* complete lines looked at for "W" and "D" */
+	size_t			 told;		/* "M" records before this offset were shown */
 	int			 asked;		/* a question came ("W"): only one per call */
 	int			 waiting;	/* ...and waits for the operator (pending.c) */
 	int			 netns;		/* the child's network namespace, or -1 */
@@ -628,6 +629,25 @@ out:
 	json_decref(detail);
 }
 
+static void	op_git_tell(struct conn *, const char *, size_t);
+
+/* The code of a "D <code>" record (common/gitcontract.h), or -1. */
+static int
+op_git_code(const char *p, size_t len)
+{
+	int code = 0;
+	size_t i;
+
+	if (len < 3 || len > 5 || p[1] != ' ')
+		return -1;
+	for (i = 2; i < len; i++) {
+		if (p[i] < '0' || p[i] > '9' || (i == 2 && p[i] == '0' && len > 3))
+			return -1;
+		code = code * 10 + (p[i] - '0');
+	}
+	return code <= 255 ? code : -1;
+}
+
 /*
  * The refusal channel has something while the child runs: keep it for
  * op_git_done, and when a question is complete ("W"), ask. At EOF the event
@@ -638,18 +658,25 @@ op_git_chan_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct op_git_state *st = arg;
 	char *p, *eol;
+	int code;
 
 	(void)fd;
 	(void)what;
 	if (op_git_chan_read(st) != 0)
 		event_del(st->chan_ev);
-	while (!st->asked && st->scanned < st->inlen && (eol = memchr(st->in + st->scanned,
-	    '\n', st->inlen - st->scanned)) != NULL) {
+	while (st->scanned < st->inlen && (eol = memchr(st->in + st->scanned, '\n',
+	    st->inlen - st->scanned)) != NULL) {
 		p = st->in + st->scanned;
 		st->scanned = (size_t)(eol - st->in) + 1;
-		if (eol - p == 1 && p[0] == 'W') {
+		if (eol - p == 1 && p[0] == 'W' && !st->asked) {
 			st->asked = 1;
 			op_git_ask(st, st->in, (size_t)(p - st->in));
+		} else if (p[0] == 'D' && st->told == 0 && st->c->answer < 0 && !st->waiting &&
+		    (code = op_git_code(p, (size_t)(eol - p))) >= 0) {
+			/* The agent's messages so far go before its answer. */
+			op_git_tell(st->c, st->in, (size_t)(p - st->in));
+			st->told = st->scanned;
+			conn_answer(st->c, code);
 		}
 	}
 }
@@ -867,6 +894,30 @@ op_git_messages(struct conn *c, const char *text, size_t len)
 	free(redparts);
 }
 
+/* Show the agent the "M" records in in[0..len) (an early answer comes next). */
+static void
+op_git_tell(struct conn *c, const char *in, size_t len)
+{
+	const char *p, *eol;
+	char *buf = xcalloc(1, GITC_PIPE_MAX + 1);
+	size_t n, blen = 0;
+
+	for (p = in; p < in + len; p = eol + 1) {
+		if ((eol = memchr(p, '\n', (size_t)(in + len - p))) == NULL)
+			break;
+		if (eol - p < 2 || p[0] != 'M' || p[1] != ' ')
+			continue;
+		n = (size_t)(eol - p) - 2 + 1;
+		if (blen + n > GITC_PIPE_MAX)
+			continue;
+		memcpy(buf + blen, p + 2, n - 1);
+		buf[blen + n - 1] = '\n';
+		blen += n;
+	}
+	op_git_messages(c, buf, blen);
+	free(buf);
+}
+
 /* Milliseconds from the request's start to t. */
 static double
 op_git_ms(const struct conn *c, const struct timespec *t)
@@ -929,6 +980,7 @@ op_git_done(struct conn *c)
 	char *in, *p, *eol;
 	size_t len, i, n;
 	json_t *a, *ph;
+	struct timespec *t;
 
 	if (st == NULL)
 		return;
@@ -957,6 +1009,8 @@ op_git_done(struct conn *c)
 		}
 		if (eol - p < 2 || p[1] != ' ' || (p[0] != 'R' && p[0] != 'M'))
 			continue;	/* not a record: ignored */
+		if (p[0] == 'M' && (size_t)(p - in) < st->told)
+			continue;	/* shown before the early answer */
 		i = p[0] == 'M';
 		n = (size_t)(eol - p) - 2 + 1;
 		if (rec[i].len + n > rec[i].max)
@@ -966,6 +1020,10 @@ op_git_done(struct conn *c)
 		rec[i].len += n;
 	}
 	op_git_messages(c, rec[1].buf, rec[1].len);
+	if (c->answered) {
+		t = &c->answered_at;
+		json_object_set_new(ph, "answered", json_real(op_git_ms(c, t)));
+	}
 	op_git_phases(c, st, ph);
 	if (rec[0].len > 0) {
 		a = conn_audit_base(c, "denied");

@@ -426,7 +426,7 @@ profile_git_phase(const char *p, size_t len, const char **name, unsigned long lo
 {
 	static const char *const names[] = { GITC_PHASE_START, GITC_PHASE_GC, GITC_PHASE_MIRROR,
 	    GITC_PHASE_HOOK, GITC_PHASE_POLICY, GITC_PHASE_APPROVED, GITC_PHASE_UPSTREAM,
-	    GITC_PHASE_END };
+	    GITC_PHASE_END, GITC_PHASE_WARM };
 	size_t i, n = 0;
 
 	*name = NULL;

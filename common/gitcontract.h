@@ -90,7 +90,14 @@
  *               (40 or 64; all zeros = none), ref "refs/heads/NAME"; at most
  *               GITC_ASK_REFS_MAX of them, each at most GITC_ASK_LINE_MAX bytes;
  *   "W"         the question is complete: the hook waits for the answer. At most
- *               one question per call.
+ *               one question per call;
+ *   "D <code>"  the sandbox's answer is known: shimbridge-git will exit with code
+ *               (0-255) and has closed its stdout and stderr, but has work left
+ *               that the sandbox need not wait for (the mirror's warming fetch
+ *               after a push). Once both streams have ended the bridge sends the
+ *               sandbox EXIT with code and keeps the call (its jail, injector,
+ *               limits) until the child is gone; at most one per call. A bridge
+ *               that ignores it only answers later.
  * The bridge answers a question with one line on the same socket: "Y" (approved:
  * push it) or "N <reason>" (not approved; the bridge has told the agent why;
  * reason at most GITC_ANSWER_MAX bytes, for the hook's own message). EOF instead
@@ -119,6 +126,7 @@
 #define GITC_PHASE_APPROVED	"approved"	/* push: the operator approved it (ask) */
 #define GITC_PHASE_UPSTREAM	"upstream"	/* push: upstream took the push */
 #define GITC_PHASE_END		"end"		/* upload-pack/receive-pack exited */
+#define GITC_PHASE_WARM		"warm"		/* push: the mirror's warming fetch, after "D" */
 
 /* Exit codes of shimbridge-git (git's own conventions where they exist); any other
  * status is that of git upload-pack/receive-pack. */

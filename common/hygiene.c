@@ -87,6 +87,23 @@ hygiene_stdio(void)
 	return 0;
 }
 
+/* fds 0-2 onto /dev/null. */
+int
+hygiene_stdio_null(void)
+{
+	int fd, i, rc = 0;
+
+	if ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) == -1)
+		return -1;
+	for (i = 0; i < 3; i++) {
+		if (dup2(fd, i) != i)
+			rc = -1;
+	}
+	if (fd > 2)
+		(void)close(fd);
+	return rc;
+}
+
 /* Drop privileges for good and check that they are gone. */
 const char *
 hygiene_drop_privileges(uid_t uid, gid_t gid, const char *name)

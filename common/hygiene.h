@@ -28,6 +28,11 @@ void		 hygiene_signals_default(void);
  */
 int		 hygiene_stdio(void);
 /*
+ * Let go of our stdio: fds 0, 1 and 2 become /dev/null, so whoever reads our
+ * stdout or stderr sees them end while we go on. Returns 0, or -1 (errno set).
+ */
+int		 hygiene_stdio_null(void);
+/*
  * Drop to uid:gid for good: supplementary groups (none, or name's with
  * initgroups when name is not NULL), gid, uid; then verify that real, effective
  * and saved ids all changed and that root cannot be had back. Refuses uid 0.

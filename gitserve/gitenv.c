@@ -299,6 +299,8 @@ gitenv_load(struct gitctx *ctx, int flags, char **cause)
 		v = getenv("HOME");
 		if (v != NULL && v[0] == '/' && !gitenv_has_control(v))
 			ctx->home = xstrdup(v);
+		v = getenv(GS_ENV_ADOPTS);
+		ctx->adopts = v != NULL && strcmp(v, "1") == 0;
 		if ((ctx->self = gitrun_self_path(cause)) == NULL)
 			return -1;
 	}
@@ -502,6 +504,8 @@ gitenv_child(const struct gitctx *ctx, int runflags)
 			gitenv_push(&envp, &n, GITC_ENV_PROGRESS, "1");
 		if (ctx->phases)
 			gitenv_push(&envp, &n, GITC_ENV_PHASES, "1");
+		if (ctx->adopts)
+			gitenv_push(&envp, &n, GS_ENV_ADOPTS, "1");
 		/* A push leaves the bridge's list of upstream's refs to the hook. */
 		if (ctx->upstream_refs != NULL)
 			gitenv_push(&envp, &n, GITC_ENV_UPSTREAM_REFS, ctx->upstream_refs);

@@ -554,11 +554,11 @@ out:
  * the mirror's refs), except those this push updates, so that the sandbox's next
  * fetch finds the mirror fresh instead of paying for the refresh the push skipped.
  * Its ref list is the bridge's prefetched one (the injector hands it over), so
- * only the pack, if any, is asked of upstream. receive-pack updates this push's
- * refs only after the hook exits, and the hook waits for the fetch first: the two
- * never write the same ref, nor at the same time. Best effort: a fetch that fails,
- * or takes longer than GITHOOK_WARM_WAIT_MS after the push, changes nothing here
- * (git fetch --atomic), and the next fetch refreshes the mirror as ever.
+ * only the pack, if any, is asked of upstream. The fetch never writes a ref this
+ * push updates; when the push is done it is left to serve() (main.c), which waits
+ * for it after the sandbox has its answer, or else waited for here. Best effort: a
+ * fetch that fails, or takes longer than GITHOOK_WARM_WAIT_MS after the push,
+ * changes nothing (git fetch --atomic), and the next fetch refreshes the mirror.
  * Returns 0 with *gp running, or -1 when there is nothing to fetch.
  */
 static int
@@ -610,7 +610,7 @@ githook_warm_start(const struct gitctx *ctx, const char *gitdir,
 	args[k] = NULL;
 	if (o == 0)
 		goto out;
-	if (gitrun_start(ctx, GITRUN_CRED, args, GITRUN_NULL, GITRUN_NULL, GITRUN_NULL, gp,
+	if (gitrun_start(ctx, GITRUN_CRED | GITRUN_NICE, args, GITRUN_NULL, GITRUN_NULL, GITRUN_NULL, gp,
 	    &cause) != 0) {
 		gp->pid = -1;
 		goto out;
@@ -1025,7 +1025,15 @@ githook_pre_receive(int argc, char **argv)
 	if (githook_push(&ctx, gitdir, items, n) != 0)
 		goto out;
 	gitmsg_phase(&ctx, GITC_PHASE_UPSTREAM);
-	githook_warm_finish(&warm, GITHOOK_WARM_WAIT_MS);
+	/*
+	 * The push is done. When serve() adopts our orphans (gitrun_adopt_orphans), the
+	 * warming fetch is left to it: it answers the sandbox first, then waits for the
+	 * fetch, still under the mirror's lock. Else we wait here, as before the answer.
+	 */
+	if (warm.pid > 0 && ctx.adopts && gitmirror_warm_save(&ctx, warm.pid) == 0) {
+		warm.pid = -1;
+	} else
+		githook_warm_finish(&warm, GITHOOK_WARM_WAIT_MS);
 	rc = GS_EXIT_OK;
 
 out:

@@ -7,6 +7,7 @@
  */
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -662,6 +664,108 @@ out:
 	gitbuf_free(&msg);
 	gitbuf_free(&out);
 	return fresh;
+}
+
+/*
+ * A push's warming fetch (githook.c, "Keep the mirror warm"), left running by the
+ * hook to serve(), which adopts it (gitrun_adopt_orphans): its pid, in a file in the
+ * call's private HOME.
+ */
+#define GITMIRROR_WARM_FILE	"warm-pid"
+
+/* The file's path, or NULL without a private HOME. */
+static char *
+gitmirror_warm_path(const struct gitctx *ctx)
+{
+	char *path;
+
+	if (ctx->home == NULL)
+		return NULL;
+	xasprintf(&path, "%s/%s", ctx->home, GITMIRROR_WARM_FILE);
+	return path;
+}
+
+/* Say that the warming fetch pid runs on (a new file); 0, or -1 if it cannot be said. */
+int
+gitmirror_warm_save(const struct gitctx *ctx, pid_t pid)
+{
+	char	*path, num[24];
+	int	 fd, len, rc = -1;
+
+	if (pid <= 1 || (path = gitmirror_warm_path(ctx)) == NULL)
+		return -1;
+	len = snprintf(num, sizeof num, "%ld\n", (long)pid);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) != -1) {
+		if (write(fd, num, (size_t)len) == len)
+			rc = 0;
+		if (close(fd) != 0 || rc != 0) {
+			(void)unlink(path);
+			rc = -1;
+		}
+	}
+	free(path);
+	return rc;
+}
+
+/*
+ * The warming fetch the hook left running, if it is our child (adopted) and still
+ * running: its pid, else -1. The file is removed. A pid that is not a running child
+ * of ours is ignored, so a forged file cannot point us at another process.
+ */
+pid_t
+gitmirror_warm_take(const struct gitctx *ctx)
+{
+	char	*path, buf[24], *end;
+	ssize_t	 r = -1;
+	long	 v;
+	int	 fd, status;
+	pid_t	 pid = -1;
+
+	if ((path = gitmirror_warm_path(ctx)) == NULL)
+		return -1;
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) != -1) {
+		r = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		(void)unlink(path);
+	}
+	free(path);
+	if (r <= 1 || buf[r - 1] != '\n')
+		return -1;
+	buf[r - 1] = '\0';
+	errno = 0;
+	v = strtol(buf, &end, 10);
+	if (errno != 0 || *end != '\0' || buf[0] < '1' || buf[0] > '9' || v <= 1 ||
+	    v > INT_MAX)
+		return -1;
+	pid = (pid_t)v;
+	if (waitpid(pid, &status, WNOHANG) != 0)
+		return -1;	/* done (now reaped), or not our child */
+	return pid;
+}
+
+/* Wait at most ms milliseconds for our child pid, then kill it: 1 if it exited 0, else -1. */
+int
+gitmirror_warm_wait(pid_t pid, int ms)
+{
+	struct timespec	 tick = { 0, 5 * 1000 * 1000 };
+	int		 status, waited = 0;
+	pid_t		 r;
+
+	for (;;) {
+		r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 1 : -1;
+		if (r == -1 && errno != EINTR)
+			return -1;
+		if (waited >= ms)
+			break;
+		nanosleep(&tick, NULL);
+		waited += 5;
+	}
+	(void)kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
+		;
+	return -1;
 }
 
 /* Bring the existing mirror up to date with upstream. */

@@ -137,6 +137,25 @@ gitmsg_phase(const struct gitctx *ctx, const char *phase)
 }
 
 /*
+ * Tell the bridge the call's answer is known ("D <code>" record): once our stdout
+ * and stderr are closed it gives the sandbox the exit code and lets us finish what
+ * is left (the mirror's warming fetch) on our own time. Without a refusal pipe
+ * (run by hand) there is nobody to tell.
+ */
+void
+gitmsg_answer(const struct gitctx *ctx, int code)
+{
+	char	rec[16];
+	int	len;
+
+	if (ctx->refusal_fd == -1 || code < 0 || code > 255)
+		return;
+	len = snprintf(rec, sizeof rec, "D %d\n", code);
+	if (len > 0 && (size_t)len < sizeof rec)
+		(void)!write(ctx->refusal_fd, rec, (size_t)len);
+}
+
+/*
  * Send what is said from now on to the bridge's pipe as "M <line>" records (the
  * bridge redacts them and shows them on the sandbox's stderr) instead of our
  * stderr; fd -1 ends that. For upstream's words in the pre-receive hook when we

@@ -3,7 +3,11 @@
  * environment built from nothing (gitenv_child()), fds 0-2 only, default signal
  * dispositions, and is always reaped.
  */
+#include <sys/resource.h>
 #include <sys/types.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -131,6 +135,15 @@ gitrun_free_argv(char **argv)
 	free(argv);
 }
 
+/* proc_req setup for GITRUN_NICE: the lowest CPU priority. Async-signal-safe. */
+static const char *
+gitrun_nice(const struct proc_req *r, void *arg)
+{
+	(void)r;
+	(void)arg;
+	return setpriority(PRIO_PROCESS, 0, 19) == 0 ? NULL : "setpriority";
+}
+
 /* Start a git child (common/proc.c does the fork, fds, signals and exec). */
 int
 gitrun_start(const struct gitctx *ctx, int runflags, const char *const *args, int in, int out,
@@ -156,6 +169,9 @@ gitrun_start(const struct gitctx *ctx, int runflags, const char *const *args, in
 			goto out;
 		}
 	}
+	/* Background work yields the CPUs to the call's own (the push it runs beside). */
+	if (runflags & GITRUN_NICE)
+		r.setup = gitrun_nice;
 	/* Only receive-pack, for its hook, gets the bridge's refusal pipe. */
 	if ((runflags & GITRUN_REFUSAL) && ctx->refusal_fd != -1) {
 		r.extra_fd = ctx->refusal_fd;
@@ -330,6 +346,17 @@ gitrun_wait(pid_t pid, char **cause)
 		return 128 + WTERMSIG(status);
 	xasprintf(cause, "git ended oddly");
 	return -1;
+}
+
+/* Reap our descendants' orphans (gitserve.h). */
+int
+gitrun_adopt_orphans(void)
+{
+#ifdef PR_SET_CHILD_SUBREAPER
+	return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ? 0 : -1;
+#else
+	return -1;	/* the hook then waits for its fetch itself */
+#endif
 }
 
 /* Kill and reap a child we no longer want. */

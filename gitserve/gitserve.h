@@ -89,6 +89,7 @@ struct gitctx {
 	int		 phases;	/* mark phases as "T" records on the refusal pipe */
 	char		*upstream_refs;	/* SHIMBRIDGE_UPSTREAM_REFS (a FIFO), or NULL */
 	int		 refusal_fd;	/* write end of the bridge's refusal pipe, or -1 */
+	int		 adopts;	/* serve() reaps the hook's orphans (GS_ENV_ADOPTS) */
 };
 #define GITENV_SERVICE	0x01	/* SHIMBRIDGE_SERVICE, SHIMBRIDGE_GIT_PROTOCOL */
 #define GITENV_MIRROR	0x02	/* SHIMBRIDGE_MIRROR */
@@ -119,6 +120,7 @@ void	 gitenv_free_child(char **);
 #define GITRUN_PROTOCOL	0x08	/* GIT_PROTOCOL from the client, if valid */
 #define GITRUN_READONLY	0x10	/* GIT_OPTIONAL_LOCKS=0 */
 #define GITRUN_REFUSAL	0x20	/* the refusal fd stays open as GITC_REFUSAL_FD */
+#define GITRUN_NICE	0x40	/* at the lowest CPU priority (nice 19) */
 
 #define GITRUN_NULL	(-1)	/* child fd is /dev/null */
 #define GITRUN_PIPE	(-2)	/* child fd is a pipe; we keep the read end */
@@ -162,6 +164,11 @@ int	 gitrun_cmd(const struct gitctx *, int runflags, const char *const *args,
 /* The same with stderr given to ecb chunk by chunk as it comes. */
 int	 gitrun_cmd_err(const struct gitctx *, int runflags, const char *const *args,
 	     struct gitbuf *out, gitrun_cb ecb, void *earg, char **cause);
+/*
+ * Become the reaper of our descendants' orphans (Linux: PR_SET_CHILD_SUBREAPER), so a
+ * child a hook leaves running stays ours to wait for; 0, or -1 where we cannot.
+ */
+int	 gitrun_adopt_orphans(void);
 /* Quote s for /bin/sh with single quotes. */
 char	*gitrun_shquote(const char *);
 /* The absolute path of the running program, or NULL with *cause. */
@@ -175,6 +182,8 @@ void	 gitmsg_record_refusal(const struct gitctx *);
 void	 gitmsg_divert(int fd);
 /* Tell the bridge a phase of the call was reached ("T" record, GITC_PHASE_*). */
 void	 gitmsg_phase(const struct gitctx *, const char *phase);
+/* Tell the bridge the exit code the sandbox gets ("D" record); we go on after it. */
+void	 gitmsg_answer(const struct gitctx *, int code);
 /* Print "shimbridge: <message>" on one line. */
 void	 gitmsg_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print each line of buf as "shimbridge: <prefix><line>" (as gitmsg_lines_say()). */
@@ -261,6 +270,20 @@ int	 gitmirror_own_refs(const struct gitctx *, struct gitbuf *out, char ***lines
  * find nothing to do (needs the lock). 0 whenever it cannot tell.
  */
 int	 gitmirror_fresh(const struct gitctx *);
+/*
+ * A push's warming fetch, which the pre-receive hook leaves running when serve()
+ * adopts orphans (ctx->adopts): save says its pid (in the call's private HOME; 0,
+ * or -1 when it cannot), take gives it back to serve() if it is a running child
+ * of ours (else -1; the note is removed), wait waits for it at most ms milliseconds
+ * (then kills it): 1 if it fetched, else -1.
+ */
+int	 gitmirror_warm_save(const struct gitctx *, pid_t);
+pid_t	 gitmirror_warm_take(const struct gitctx *);
+int	 gitmirror_warm_wait(pid_t, int ms);
+/* How long serve() waits for a push's warming fetch, after the sandbox's answer. */
+#define GS_WARM_MS	5000
+/* Set by serve() for the hook when it adopts orphans: the hook may leave the fetch. */
+#define GS_ENV_ADOPTS	"SHIMBRIDGE_ADOPTS_ORPHANS"
 /* Fetch upstream into the mirror with pruning (needs LOCK_EX); -1 and a one-line *cause. */
 int	 gitmirror_fetch(const struct gitctx *, char **cause);
 /*

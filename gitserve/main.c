@@ -75,6 +75,7 @@ serve(void)
 	char		*cause = NULL;
 	const char	*args[4];
 	int		 fd = -1, rc = GS_EXIT_FATAL, status, runflags, created;
+	pid_t		 warm;
 
 	if (gitenv_load(&ctx, GITENV_SERVICE | GITENV_MIRROR | GITENV_UPSTREAM | GITENV_CRED |
 	    GITENV_POLICY | GITENV_GIT | GITENV_RELAY, &cause) != 0)
@@ -130,6 +131,8 @@ serve(void)
 		args[1] = ctx.mirror;
 		args[2] = NULL;
 		runflags = GITRUN_PROTOCOL | GITRUN_HOOK | GITRUN_REFUSAL;
+		/* The hook may then leave its warming fetch to us (see below). */
+		ctx.adopts = ctx.home != NULL && gitrun_adopt_orphans() == 0;
 	}
 	if (gitrun_start(&ctx, runflags, args, STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO, &gp,
 	    &cause) != 0)
@@ -138,6 +141,17 @@ serve(void)
 		goto out;
 	gitmsg_phase(&ctx, GITC_PHASE_END);
 	rc = status;
+	/*
+	 * A push whose hook left its warming fetch running (githook.c): the sandbox has
+	 * its answer now; then, still under the lock, we wait for the fetch.
+	 */
+	if (status == GS_EXIT_OK && ctx.adopts && (warm = gitmirror_warm_take(&ctx)) > 0) {
+		gitmsg_answer(&ctx, rc);
+		if (hygiene_stdio_null() != 0)
+			_exit(rc);
+		if (gitmirror_warm_wait(warm, GS_WARM_MS) == 1)
+			gitmsg_phase(&ctx, GITC_PHASE_WARM);
+	}
 
 out:
 	if (cause != NULL) {

@@ -63,7 +63,7 @@ setup_file() {
 	git -C "$GB_UP/seed" push -q "$GB_UP/root/octo/other.git" main
 	sb_bg "$PY" "$SB_FIXTURES/githttp.py" --root "$GB_UP/root" --token-file "$GB_UP/token" \
 		--port-file "$GB_UP/port" --log "$GB_UP/requests.log" \
-		</dev/null >"$GB_UP/server.out" 2>&1
+		--fetch-delay-file "$GB_UP/fetch-delay" </dev/null >"$GB_UP/server.out" 2>&1
 	echo $! >"$GB_UP/pid"
 	# A second host whose token begins with "0000", the bytes that end every pkt-line
 	# message (a flush): output held back as a possible start of the token would stall
@@ -668,6 +668,11 @@ gb_up_since() {
 	tail -n +"$(($1 + 1))" "$GB_UP/requests.log" | grep -c -- "$2" || true
 }
 
+# gb_audit_since N EXPR: sb_audit_grep over the audit records after the first N.
+gb_audit_since() {
+	SB_AUDIT=<(tail -n +"$(($1 + 1))" "$SB_AUDIT") sb_audit_grep "$2"
+}
+
 # gb_human_push BRANCH FILE: a human pushes a commit to BRANCH directly upstream; prints it.
 gb_human_push() {
 	local h=$BATS_TEST_TMPDIR/human
@@ -680,7 +685,7 @@ gb_human_push() {
 	git -C "$h" rev-parse HEAD
 }
 
-@test "a push does not wait for what others pushed, and warms the mirror meanwhile; one from a value upstream has left is refused, nothing sent" {
+@test "a push does not wait for what others pushed, and warms the mirror after its answer; one from a value upstream has left is refused, nothing sent" {
 	gb_clone alice c
 	gb_as alice c git checkout -q -b gb-stale
 	gb_commit alice c stale-1.txt
@@ -690,11 +695,21 @@ gb_human_push() {
 	news=$(gb_upstream_commit stale-news.txt)
 	gb_commit alice c stale-2.txt
 	n=$(gb_uplines)
+	a=$(wc -l <"$SB_AUDIT")
+	# Upstream's fetches take 1.5 s more than its pushes here: the warming fetch
+	# outlasts the push it runs beside.
+	echo 1500 >"$GB_UP/fetch-delay"
 	sgit alice c push origin gb-stale
+	rm -f "$GB_UP/fetch-delay"
 	gb_status 0
 	[ "$(gb_upref refs/heads/gb-stale)" = "$(gb_rev alice c HEAD)" ]
+	# The sandbox had its answer once upstream took the push; the call waited for the
+	# warming fetch after that, and ended then.
+	sb_wait_for 20 gb_audit_since "$a" 'r["event"] == "git-phases" and "warm" in r.get("ms", {})'
+	gb_audit_since "$a" 'r["event"] == "git-phases" and r["session"] == "alice" and r["ms"]["upstream"] < r["ms"]["end"] < r["ms"]["answered"] < r["ms"]["warm"] < r["ms"]["done"] and r["ms"]["warm"] > 1500'
+	gb_audit_since "$a" 'r["event"] == "done" and r["session"] == "alice" and r.get("exit") == 0 and 0 < r.get("answered", 0) < r["duration"] - 0.5'
 	# Upstream's ref list was asked for once (the bridge's prefetch, also the warming
-	# fetch's); main came into the mirror beside the push, with one upload-pack POST.
+	# fetch's); main came into the mirror after the push, with one upload-pack POST.
 	[ "$(gb_up_since "$n" '"query": "service=git-upload-pack"')" = 1 ]
 	[ "$(gb_up_since "$n" '"path": "/octo/demo.git/git-upload-pack"')" = 1 ]
 	[ "$(gb_up_since "$n" '"path": "/octo/demo.git/git-receive-pack"')" = 1 ]

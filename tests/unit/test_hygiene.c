@@ -56,6 +56,50 @@ test_stdio(void **state)
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/*
+ * hygiene_stdio_null: a child whose stdout and stderr are a pipe lets go of them and
+ * lives on; the reader sees EOF before the child ends, and fds 0-2 are /dev/null.
+ */
+static void
+test_stdio_null(void **state)
+{
+	int p[2], gate[2], status;
+	char c;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(pipe(gate), 0);
+	if ((pid = fork()) == 0) {
+		struct stat st;
+		int i;
+
+		close(p[0]);
+		close(gate[1]);
+		if (dup2(p[1], 1) != 1 || dup2(p[1], 2) != 2)
+			_exit(1);
+		close(p[1]);
+		if (hygiene_stdio_null() != 0)
+			_exit(2);
+		for (i = 0; i < 3; i++) {
+			if (fstat(i, &st) != 0 || !S_ISCHR(st.st_mode))
+				_exit(3);
+		}
+		/* Alive until the parent has seen EOF. */
+		if (read(gate[0], &c, 1) != 0)
+			_exit(4);
+		_exit(0);
+	}
+	close(p[1]);
+	close(gate[0]);
+	assert_int_equal(read(p[0], &c, 1), 0);	/* EOF while the child waits */
+	assert_int_equal(waitpid(pid, &status, WNOHANG), 0);
+	close(gate[1]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(p[0]);
+}
+
 /* Run hygiene_drop_privileges in a child; its exit code says what came back. */
 static int
 drop_in_child(uid_t uid, gid_t gid, const char *name)
@@ -252,6 +296,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_closefrom),
 		cmocka_unit_test(test_stdio),
+		cmocka_unit_test(test_stdio_null),
 		cmocka_unit_test(test_drop_privileges),
 		cmocka_unit_test(test_mkdir_root),
 		cmocka_unit_test(test_tool_limits),

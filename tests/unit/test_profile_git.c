@@ -309,6 +309,9 @@ test_phase(void **state)
 	assert_true(ns == 9999999999999999999ULL);
 	assert_int_equal(profile_git_phase("gc 7", 4, &name, &ns), 0);
 	assert_string_equal(name, GITC_PHASE_GC);
+	assert_int_equal(profile_git_phase("warm 8", 6, &name, &ns), 0);
+	assert_string_equal(name, GITC_PHASE_WARM);
+	assert_true(ns == 8);
 	/* The length counts, not a NUL. */
 	assert_int_equal(profile_git_phase("end 12345", 6, &name, &ns), 0);
 	assert_true(ns == 12);
