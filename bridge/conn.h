@@ -154,7 +154,8 @@ int		 conn_check_busy(struct conn *);
  * The running child says the peer's answer is known (op "git": shimbridge-git's "D"
  * record): once its stdout and stderr have ended and been relayed, the peer gets
  * EXIT with code while the child finishes on its own time, still under the call's
- * limits; its end is audited as ever. Once per request; ignored after a kill.
+ * limits; its end is audited as ever, and it no longer counts toward its session's
+ * connection and running limits (server.c). Once per request; ignored after a kill.
  */
 void		 conn_answer(struct conn *, int code);
 /* Finish a request without a child: EXIT code frame, then close. */

@@ -56,8 +56,9 @@ server_session_running(const struct server *srv, const struct session *s)
 	int n = 0;
 
 	TAILQ_FOREACH(o, &srv->conns, entry) {
-		if ((o->state == CONN_RUNNING || o->state == CONN_FILES) && o->session != NULL &&
-		    strcmp(o->session->name, s->name) == 0)
+		/* A call whose client has its answer (conn_answer) runs for the bridge alone. */
+		if ((o->state == CONN_RUNNING || o->state == CONN_FILES) && !o->answered &&
+		    o->session != NULL && strcmp(o->session->name, s->name) == 0)
 			n++;
 	}
 	return n;
@@ -186,7 +187,7 @@ server_refuse(struct server *srv, int fd, uid_t uid, pid_t pid, const struct ses
 	close(fd);
 }
 
-/* Open connections of a session, in any state. */
+/* Open connections of a session, in any state, but those whose client has its answer. */
 static int
 server_session_conns(const struct server *srv, const struct session *s)
 {
@@ -195,7 +196,7 @@ server_session_conns(const struct server *srv, const struct session *s)
 
 	TAILQ_FOREACH(c, &srv->conns, entry) {
 		if (c->session != NULL && strcmp(c->session->name, s->name) == 0 &&
-		    c->state != CONN_DEAD)
+		    c->state != CONN_DEAD && !c->answered)
 			n++;
 	}
 	return n;

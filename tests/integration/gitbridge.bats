@@ -697,20 +697,31 @@ gb_human_push() {
 	n=$(gb_uplines)
 	a=$(wc -l <"$SB_AUDIT")
 	# Upstream's fetches take 1.5 s more than its pushes here: the warming fetch
-	# outlasts the push it runs beside.
+	# outlasts the push it runs beside. One call at a time for the session.
 	echo 1500 >"$GB_UP/fetch-delay"
+	cp "$SB_CONFIG" "$SB_DIR/out/config.json"
+	sb_json_edit "$SB_CONFIG" 'c.setdefault("limits", {})["max_per_session"] = 1'
+	sb_reload | grep -q '"ok":true'
 	sgit alice c push origin gb-stale
-	rm -f "$GB_UP/fetch-delay"
 	gb_status 0
+	# The agent's next command is not refused as one too many: the warming is the
+	# bridge's work, not a call of the session's (it waits for the mirror's lock).
+	sgit alice c ls-remote origin refs/heads/gb-stale
+	gb_status 0
+	[[ "$output" == *"$(gb_rev alice c HEAD)"$'\t'"refs/heads/gb-stale"* ]]
+	rm -f "$GB_UP/fetch-delay"
+	cp "$SB_DIR/out/config.json" "$SB_CONFIG"
+	sb_reload | grep -q '"ok":true'
 	[ "$(gb_upref refs/heads/gb-stale)" = "$(gb_rev alice c HEAD)" ]
 	# The sandbox had its answer once upstream took the push; the call waited for the
 	# warming fetch after that, and ended then.
 	sb_wait_for 20 gb_audit_since "$a" 'r["event"] == "git-phases" and "warm" in r.get("ms", {})'
-	gb_audit_since "$a" 'r["event"] == "git-phases" and r["session"] == "alice" and r["ms"]["upstream"] < r["ms"]["end"] < r["ms"]["answered"] < r["ms"]["warm"] < r["ms"]["done"] and r["ms"]["warm"] > 1500'
-	gb_audit_since "$a" 'r["event"] == "done" and r["session"] == "alice" and r.get("exit") == 0 and 0 < r.get("answered", 0) < r["duration"] - 0.5'
-	# Upstream's ref list was asked for once (the bridge's prefetch, also the warming
-	# fetch's); main came into the mirror after the push, with one upload-pack POST.
-	[ "$(gb_up_since "$n" '"query": "service=git-upload-pack"')" = 1 ]
+	gb_audit_since "$a" 'r["event"] == "git-phases" and r["argv"][0] == "git-receive-pack" and r["ms"]["upstream"] < r["ms"]["end"] < r["ms"]["answered"] < r["ms"]["warm"] < r["ms"]["done"] and r["ms"]["warm"] > 1500'
+	gb_audit_since "$a" 'r["event"] == "done" and r["argv"][0] == "git-receive-pack" and r.get("exit") == 0 and 0 < r.get("answered", 0) < r["duration"] - 0.5'
+	# Upstream's ref list was asked for once for the push (the bridge's prefetch, also
+	# the warming fetch's), once for the ls-remote; main came into the mirror beside the
+	# push, with one upload-pack POST.
+	[ "$(gb_up_since "$n" '"query": "service=git-upload-pack"')" = 2 ]
 	[ "$(gb_up_since "$n" '"path": "/octo/demo.git/git-upload-pack"')" = 1 ]
 	[ "$(gb_up_since "$n" '"path": "/octo/demo.git/git-receive-pack"')" = 1 ]
 	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/main)" = "$news" ]
