@@ -12,6 +12,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,7 @@ test_stdio(void **state)
 static void
 test_stdio_null(void **state)
 {
+	struct pollfd pfd;
 	int p[2], gate[2], status;
 	char c;
 	pid_t pid;
@@ -92,7 +95,15 @@ test_stdio_null(void **state)
 	}
 	close(p[1]);
 	close(gate[0]);
-	assert_int_equal(read(p[0], &c, 1), 0);	/* EOF while the child waits */
+	/* EOF while the child waits (bounded: a child that kept the pipe would hang us). */
+	pfd.fd = p[0];
+	pfd.events = POLLIN;
+	if (poll(&pfd, 1, 10000) != 1) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		fail_msg("the child's stdout did not end");
+	}
+	assert_int_equal(read(p[0], &c, 1), 0);
 	assert_int_equal(waitpid(pid, &status, WNOHANG), 0);
 	close(gate[1]);
 	assert_int_equal(waitpid(pid, &status, 0), pid);
