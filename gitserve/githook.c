@@ -8,7 +8,6 @@
  * process (our grandparent), so it never takes the lock itself.
  */
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -24,7 +22,6 @@
 #include "gitserve.h"
 
 #define GITHOOK_SHOW_MAX	10	/* offending paths listed before we stop looking */
-#define GITHOOK_WARM_WAIT_MS	5000	/* how long a push waits for its warming fetch */
 
 /* One ref update and what we decided about it. */
 struct githook_item {
@@ -557,7 +554,7 @@ out:
  * only the pack, if any, is asked of upstream. The fetch never writes a ref this
  * push updates; when the push is done it is left to serve() (main.c), which waits
  * for it after the sandbox has its answer, or else waited for here. Best effort: a
- * fetch that fails, or takes longer than GITHOOK_WARM_WAIT_MS after the push,
+ * fetch that fails, or takes longer than GS_WARM_MS after the push,
  * changes nothing (git fetch --atomic), and the next fetch refreshes the mirror.
  * Returns 0 with *gp running, or -1 when there is nothing to fetch.
  */
@@ -631,22 +628,10 @@ out:
 static void
 githook_warm_finish(struct gitproc *gp, int ms)
 {
-	struct timespec	 tick = { 0, 5 * 1000 * 1000 };
-	int		 waited = 0;
-
 	if (gp->pid <= 0)
 		return;
-	while (waited < ms) {
-		pid_t r = waitpid(gp->pid, NULL, WNOHANG);
-
-		if (r == gp->pid || (r == -1 && errno != EINTR)) {
-			gp->pid = -1;
-			return;
-		}
-		nanosleep(&tick, NULL);
-		waited += 5;
-	}
-	gitrun_abort(gp);
+	(void)gitrun_wait_ms(gp->pid, ms);
+	gp->pid = -1;
 }
 
 /* Keep a rendered copy of each rejected ref in upstream's porcelain report. */
@@ -1033,7 +1018,7 @@ githook_pre_receive(int argc, char **argv)
 	if (warm.pid > 0 && ctx.adopts && gitmirror_warm_save(&ctx, warm.pid) == 0) {
 		warm.pid = -1;
 	} else
-		githook_warm_finish(&warm, GITHOOK_WARM_WAIT_MS);
+		githook_warm_finish(&warm, GS_WARM_MS);
 	rc = GS_EXIT_OK;
 
 out:

@@ -15,7 +15,6 @@
 #include <ftw.h>
 #include <limits.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -741,31 +740,6 @@ gitmirror_warm_take(const struct gitctx *ctx)
 	if (waitpid(pid, &status, WNOHANG) != 0)
 		return -1;	/* done (now reaped), or not our child */
 	return pid;
-}
-
-/* Wait at most ms milliseconds for our child pid, then kill it: 1 if it exited 0, else -1. */
-int
-gitmirror_warm_wait(pid_t pid, int ms)
-{
-	struct timespec	 tick = { 0, 5 * 1000 * 1000 };
-	int		 status, waited = 0;
-	pid_t		 r;
-
-	for (;;) {
-		r = waitpid(pid, &status, WNOHANG);
-		if (r == pid)
-			return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 1 : -1;
-		if (r == -1 && errno != EINTR)
-			return -1;
-		if (waited >= ms)
-			break;
-		nanosleep(&tick, NULL);
-		waited += 5;
-	}
-	(void)kill(pid, SIGKILL);
-	while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
-		;
-	return -1;
 }
 
 /* Bring the existing mirror up to date with upstream. */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef __APPLE__
@@ -357,6 +358,31 @@ gitrun_adopt_orphans(void)
 #else
 	return -1;	/* the hook then waits for its fetch itself */
 #endif
+}
+
+/* Wait for a child at most ms milliseconds, then kill it (gitserve.h). */
+int
+gitrun_wait_ms(pid_t pid, int ms)
+{
+	struct timespec	 tick = { 0, 5 * 1000 * 1000 };
+	int		 status, waited = 0;
+	pid_t		 r;
+
+	for (;;) {
+		r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+		if (r == -1 && errno != EINTR)
+			return -1;
+		if (waited >= ms)
+			break;
+		nanosleep(&tick, NULL);
+		waited += 5;
+	}
+	(void)kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
+		;
+	return -1;
 }
 
 /* Kill and reap a child we no longer want. */

@@ -152,6 +152,11 @@ int	 gitrun_read_err(struct gitproc *, int sep, gitrun_cb, void *arg, gitrun_cb 
 	     void *earg, char **cause);
 /* Reap pid; returns its exit status, 128+signal if killed, or -1 with *cause. */
 int	 gitrun_wait(pid_t, char **cause);
+/*
+ * Wait for child pid at most ms milliseconds, then kill (SIGKILL) and reap it: 0 if
+ * it exited 0 in time, else -1. For a child whose pipes, if any, we do not read.
+ */
+int	 gitrun_wait_ms(pid_t, int ms);
 /* Kill (SIGKILL) and reap a child we give up on, closing our pipe ends. */
 void	 gitrun_abort(struct gitproc *);
 /*
@@ -274,13 +279,11 @@ int	 gitmirror_fresh(const struct gitctx *);
  * A push's warming fetch, which the pre-receive hook leaves running when serve()
  * adopts orphans (ctx->adopts): save says its pid (in the call's private HOME; 0,
  * or -1 when it cannot), take gives it back to serve() if it is a running child
- * of ours (else -1; the note is removed), wait waits for it at most ms milliseconds
- * (then kills it): 1 if it fetched, else -1.
+ * of ours (else -1; the note is removed).
  */
 int	 gitmirror_warm_save(const struct gitctx *, pid_t);
 pid_t	 gitmirror_warm_take(const struct gitctx *);
-int	 gitmirror_warm_wait(pid_t, int ms);
-/* How long serve() waits for a push's warming fetch, after the sandbox's answer. */
+/* How long a push's warming fetch may run on once the push is done (then it is stopped). */
 #define GS_WARM_MS	5000
 /* Set by serve() for the hook when it adopts orphans: the hook may leave the fetch. */
 #define GS_ENV_ADOPTS	"SHIMBRIDGE_ADOPTS_ORPHANS"

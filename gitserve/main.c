@@ -149,7 +149,7 @@ serve(void)
 		gitmsg_answer(&ctx, rc);
 		if (hygiene_stdio_null() != 0)
 			_exit(rc);
-		if (gitmirror_warm_wait(warm, GS_WARM_MS) == 1)
+		if (gitrun_wait_ms(warm, GS_WARM_MS) == 0)
 			gitmsg_phase(&ctx, GITC_PHASE_WARM);
 	}
 
