@@ -732,8 +732,11 @@ test_conn_pending_running(void **state)
 	assert_int_equal(approve_count(srv.approve), 0);
 	peer_close(&p);
 
-	/* Approved: go runs, the child goes on and ends. */
-	id = held_start(&p, "echo started; sleep 1; echo finished", 30);
+	/*
+	 * Approved: go runs, the child goes on and ends. (Its 2 s limit counts whole
+	 * seconds, so it may be just over 1 s: the child stays well under it.)
+	 */
+	id = held_start(&p, "echo started; sleep 0.2; echo finished", 30);
 	assert_int_equal(pending_decide(&srv, id, 1, 0, NULL, 0, 1, &why), 0);
 	assert_int_equal(held.go, 1);
 	pump(&p, 64);
@@ -741,8 +744,11 @@ test_conn_pending_running(void **state)
 	assert_int_equal(held.freed + held.refused, 0);
 	peer_close(&p);
 
-	/* Ctrl-C: refused with the structured line; the child is not signalled. */
-	(void)held_start(&p, "echo started; sleep 1; echo finished", 30);
+	/*
+	 * Ctrl-C: refused with the structured line; the child is not signalled. The
+	 * SIGNAL is read before the child can be reaped (pump: loop first, then reap).
+	 */
+	(void)held_start(&p, "echo started; sleep 0.2; echo finished", 30);
 	peer_send_str(&p, FRAME_SIGNAL, "{\"signal\": \"INT\"}");
 	pump(&p, 64);
 	assert_int_equal(held.refused, 1);
