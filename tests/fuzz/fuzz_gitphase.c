@@ -89,7 +89,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const names[] = { GITC_PHASE_START, GITC_PHASE_GC, GITC_PHASE_MIRROR,
 	    GITC_PHASE_HOOK, GITC_PHASE_POLICY, GITC_PHASE_APPROVED, GITC_PHASE_UPSTREAM,
-	    GITC_PHASE_END };
+	    GITC_PHASE_END, GITC_PHASE_WARM };
 	const char *name = (const char *)1;
 	unsigned long long ns = 1;
 	char *in, re[64];
