@@ -6,7 +6,9 @@
  * the tool's own exec (docs/PERFORMANCE.md, "floor").
  *
  *	noop			exit 0 at once
- *	noop SOCKET		connect to SOCKET, write a byte, read it back, exit 0
+ *	noop SOCKET		connect to SOCKET, write a byte, read one back; exit 0
+ *				if it is the same byte (an echo) or a zero byte (the
+ *				status of a tool the server ran: bench/jailfloor)
  *	noop --serve SOCKET	listen on SOCKET (mode 0666) and echo one byte to each
  *				connection, one after the other, until killed (or
  *				until accept fails for another reason than a signal
@@ -75,5 +77,5 @@ main(int argc, char **argv)
 	    connect(s, (struct sockaddr *)&sun, sizeof sun) != 0 || write(s, &b, 1) != 1 ||
 	    read(s, &b, 1) != 1)
 		return 1;
-	return 0;
+	return b == 'x' || b == '\0' ? 0 : 1;
 }
