@@ -345,14 +345,14 @@ conn_send_json(struct conn *c, uint8_t type, json_t *obj)
 	free(s);
 }
 
-/* Seconds on the monotonic clock. */
-static time_t
-conn_now(void)
+/* Milliseconds on the monotonic clock. */
+static int64_t
+conn_now_ms(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /*
@@ -379,6 +379,15 @@ static void
 conn_timer(struct conn *c, int seconds)
 {
 	struct timeval tv = { seconds, 0 };
+
+	evtimer_add(c->timer, &tv);
+}
+
+/* The same in milliseconds. */
+static void
+conn_timer_ms(struct conn *c, int64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
 
 	evtimer_add(c->timer, &tv);
 }
@@ -729,7 +738,7 @@ conn_start(struct conn *c, const char *path, char *const *argv, struct envbuild 
 		close(r.cgroup_fd);
 	c->job = job_new(c->srv->base, &ch, &conn_job_cb, c);
 	conn_set_state(c, CONN_RUNNING);
-	c->run_until = conn_now() + timeout;
+	c->run_until = conn_now_ms() + (int64_t)timeout * 1000;
 	conn_timer(c, timeout);
 	return 0;
 }
@@ -802,7 +811,7 @@ conn_pending(struct conn *c, int timeout, void (*expired)(struct conn *, void *)
 	c->pending_arg = arg;
 	if (c->state == CONN_RUNNING) {
 		/* The child waits for the operator: its time limit waits with it. */
-		c->held_since = conn_now();
+		c->held_since = conn_now_ms();
 		conn_timer(c, timeout);
 		return;
 	}
@@ -816,7 +825,7 @@ conn_pending(struct conn *c, int timeout, void (*expired)(struct conn *, void *)
 void
 conn_pending_resume(struct conn *c, void (*go)(struct conn *, void *), void *arg)
 {
-	time_t now = conn_now(), left;
+	int64_t now = conn_now_ms(), left;
 
 	if (c->pending_expired == NULL || (c->state != CONN_PENDING &&
 	    c->state != CONN_RUNNING))
@@ -827,10 +836,14 @@ conn_pending_resume(struct conn *c, void (*go)(struct conn *, void *), void *arg
 	c->pending_abandon = NULL;
 	c->pending_arg = NULL;
 	if (c->state == CONN_RUNNING) {
-		/* The wall clock again, with the time spent waiting added. */
+		/*
+		 * The wall clock again, with the time spent waiting added (in
+		 * milliseconds: whole seconds could take up to a second off the
+		 * limit, or add one).
+		 */
 		c->run_until += now - c->held_since;
 		left = c->run_until - now;
-		conn_timer(c, left > 0 ? (int)left : 1);
+		conn_timer_ms(c, left > 0 ? left : 1);
 	}
 	go(c, arg);	/* arg transferred */
 	if (c->state == CONN_FILES)

@@ -104,8 +104,8 @@ struct conn {
 	void			(*pending_cancel)(struct conn *, void *);
 	void			(*pending_abandon)(void *);
 	void			*pending_arg;
-	time_t			 run_until;	/* CONN_RUNNING: the wall-clock limit (monotonic s) */
-	time_t			 held_since;	/* ...held while pending since then (monotonic s) */
+	int64_t			 run_until;	/* CONN_RUNNING: the wall-clock limit (monotonic ms) */
+	int64_t			 held_since;	/* ...held while pending since then (monotonic ms) */
 	struct evbuffer		*early_in;	/* stdin that came before the child */
 	int			 early_eof;
 	int			 early_sig;	/* a signal that came before the child */

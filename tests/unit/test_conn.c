@@ -677,11 +677,10 @@ held_refused(struct conn *c, void *arg, const char *line, const char *reason)
 	snprintf(held.line, sizeof held.line, "%s", line);
 }
 
-/* Start "sh -c SCRIPT" (tool timeout 2 s), wait for its first output, then ask. */
-static uint64_t
-held_start(struct peer *p, const char *script, int timeout)
+/* Start "sh -c SCRIPT" (tool timeout 2 s) and wait for its first output. */
+static void
+held_run(struct peer *p, const char *script)
 {
-	struct pending_ask ask;
 	char req[256];
 
 	memset(&held, 0, sizeof held);
@@ -692,6 +691,14 @@ held_start(struct peer *p, const char *script, int timeout)
 	peer_send_str(p, FRAME_REQUEST, req);
 	pump(p, 2);
 	assert_int_equal(p->c->state, CONN_RUNNING);
+}
+
+/* The running request asks (as a push's hook does); the approval's id. */
+static uint64_t
+held_ask(struct peer *p, int timeout)
+{
+	struct pending_ask ask;
+
 	memset(&ask, 0, sizeof ask);
 	ask.command = "git push https://github.com/octo/repo release/1";
 	ask.key = "k";
@@ -705,6 +712,26 @@ held_start(struct peer *p, const char *script, int timeout)
 	assert_int_equal(p->c->state, CONN_RUNNING);
 	assert_int_equal(approve_count(srv.approve), 1);
 	return approve_first(srv.approve)->id;
+}
+
+/* Start "sh -c SCRIPT" (tool timeout 2 s), wait for its first output, then ask. */
+static uint64_t
+held_start(struct peer *p, const char *script, int timeout)
+{
+	held_run(p, script);
+	return held_ask(p, timeout);
+}
+
+/* Sleep until the monotonic clock is ms milliseconds into a second (0-999). */
+static void
+sleep_to_ms(long ms)
+{
+	struct timespec ts;
+	long now;
+
+	assert_int_equal(clock_gettime(CLOCK_MONOTONIC, &ts), 0);
+	now = ts.tv_nsec / 1000000;
+	usleep((useconds_t)((now < ms ? ms - now : 1000 - now + ms) * 1000));
 }
 
 /*
@@ -732,16 +759,28 @@ test_conn_pending_running(void **state)
 	assert_int_equal(approve_count(srv.approve), 0);
 	peer_close(&p);
 
-	/*
-	 * Approved: go runs, the child goes on and ends. (Its 2 s limit counts whole
-	 * seconds, so it may be just over 1 s: the child stays well under it.)
-	 */
+	/* Approved: go runs, the child goes on and ends. */
 	id = held_start(&p, "echo started; sleep 0.2; echo finished", 30);
 	assert_int_equal(pending_decide(&srv, id, 1, 0, NULL, 0, 1, &why), 0);
 	assert_int_equal(held.go, 1);
 	pump(&p, 64);
 	expect_final(&p, FRAME_EXIT, "\"code\":0");
 	assert_int_equal(held.freed + held.refused, 0);
+	peer_close(&p);
+
+	/*
+	 * Its limit counts milliseconds: a call started late in one second and held
+	 * from early in the next still gets its 2 s of running. (Counted in whole
+	 * seconds, the resumed timer had 1 s left, and stopped this 1.5 s child.)
+	 */
+	sleep_to_ms(900);
+	held_run(&p, "echo started; sleep 1.5; echo finished");
+	sleep_to_ms(20);
+	id = held_ask(&p, 30);
+	assert_int_equal(pending_decide(&srv, id, 1, 0, NULL, 0, 1, &why), 0);
+	pump(&p, 64);
+	assert_non_null(strstr(collect(&p, FRAME_STDOUT, &eofs), "finished"));
+	expect_final(&p, FRAME_EXIT, "\"code\":0");
 	peer_close(&p);
 
 	/*
