@@ -10,15 +10,17 @@
  * (nothing to create or remove), there is no /dev, no host name, no limits, no
  * descriptors to pass, no protocol, policy, audit or relay.
  *
- *	jailfloor --serve SOCKET UID GID TOOL [--ahead] [--no-net]
+ *	jailfloor --serve SOCKET UID GID TOOL [--ahead] [--no-net] [--init]
  *		listen on SOCKET (mode 0666); for each connection, one after the other:
  *		read a byte, run TOOL in a fresh jail as UID:GID, wait for it, write
  *		its exit status as a byte, close. With --ahead, the next call's jail is
  *		built as soon as a call is answered (a pool of one, as limits.jail_pool
  *		does), and a call only starts the tool in it; without, a call builds
  *		its jail itself. --no-net leaves the network namespace out (a tool with
- *		"network": "host"). Runs until killed (or until accept fails for another
- *		reason than a signal or an aborted connection).
+ *		"network": "host"). --init makes PID 1 a process that vforks the tool
+ *		and waits for it, as the bridge's jail does (a PID 1 without handlers
+ *		never gets the SIGINT of a Ctrl-C). Runs until killed (or until accept
+ *		fails for another reason than a signal or an aborted connection).
  *
  * The root is built once, in a mount namespace of the server's own: a tmpfs (over
  * /tmp there, so nothing of it shows on the host) with read-only binds of /usr and
@@ -45,6 +47,7 @@
 #include <unistd.h>
 
 static int	 jf_flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET;
+static int	 jf_init;
 static uid_t	 jf_uid;
 static gid_t	 jf_gid;
 static char	*jf_tool;
@@ -119,6 +122,19 @@ jf_child(int go)
 		_exit(126);
 	if (go >= 0 && read(go, &b, 1) != 1)
 		_exit(126);
+	if (jf_init) {
+		pid_t pid = vfork();
+		int st;
+
+		if (pid == 0) {
+			execve(jf_tool, argv, envp);
+			_exit(127);
+		}
+		while (pid > 0 && waitpid(pid, &st, 0) < 0)
+			if (errno != EINTR)
+				_exit(126);
+		_exit(pid < 0 ? 126 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	}
 	execve(jf_tool, argv, envp);
 	_exit(127);
 }
@@ -211,11 +227,14 @@ main(int argc, char **argv)
 			ahead = 1;
 		else if (strcmp(argv[i], "--no-net") == 0)
 			jf_flags &= ~CLONE_NEWNET;
+		else if (strcmp(argv[i], "--init") == 0)
+			jf_init = 1;
 		else
 			break;
 	}
 	if (argc < 6 || i < argc || strcmp(argv[1], "--serve") != 0) {
-		fprintf(stderr, "usage: jailfloor --serve SOCKET UID GID TOOL [--ahead] [--no-net]\n");
+		fprintf(stderr, "usage: jailfloor --serve SOCKET UID GID TOOL [--ahead] [--no-net] "
+		    "[--init]\n");
 		return 2;
 	}
 	errno = 0;
