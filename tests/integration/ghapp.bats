@@ -123,6 +123,7 @@ setup() {
 }
 
 teardown() {
+	sb_failure_context
 	sb_reap
 }
 

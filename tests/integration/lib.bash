@@ -67,6 +67,9 @@ SB_REG=/tmp/sb-itest.reg
 # with the trap off and puts it back when it returns: a failure inside is reported at
 # the line that called it, and set -e behaves as before (a failing command still ends
 # the test). Outside bats (scripts that source this file) there is no trap to lift.
+# In the teardown of a test that failed, bats has turned the trap off itself, so that
+# the failure is reported where it happened: it stays off (putting it back made every
+# such failure read as one of the teardown's, at the line that put it back).
 _sb_untraced() {
 	local _sb_rc
 	if [ -z "${SB_DEBUG_TRAP:-}" ]; then
@@ -76,7 +79,9 @@ _sb_untraced() {
 	trap - DEBUG
 	"$@"
 	_sb_rc=$?
-	eval "$SB_DEBUG_TRAP"
+	if [ -z "${BATS_TEARDOWN_STARTED:-}" ] || [ -n "${BATS_TEST_COMPLETED:-}" ]; then
+		eval "$SB_DEBUG_TRAP"
+	fi
 	return "$_sb_rc"
 }
 
@@ -185,6 +190,21 @@ sb_bg() {
 sb_keep() {
 	_sb_record "keep $1.$(_sb_start_time "$1")"
 }
+
+# In a teardown, when the test failed: what the daemon logged and audited last, for the
+# failure's report (suites whose failures depend on timing: token lifetimes, reloads).
+sb_failure_context() {
+	[ -z "${BATS_TEST_COMPLETED:-}" ] || return 0
+	if [ -s "${SB_DIR:-/nonexistent}/log/daemon.log" ]; then
+		echo "# the daemon's log, last 30 lines:"
+		tail -n 30 "$SB_DIR/log/daemon.log"
+	fi
+	if [ -s "${SB_AUDIT:-/nonexistent}" ]; then
+		echo "# the audit log, last 15 records:"
+		tail -n 15 "$SB_AUDIT"
+	fi
+	return 0
+} >&2
 
 # Kill what this test started and left running (call last in teardown, whatever failed
 # before), except what sb_keep kept. Prints what it had to kill.
