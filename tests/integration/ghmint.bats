@@ -64,6 +64,7 @@ teardown_file() {
 }
 
 teardown() {
+	sb_failure_context
 	sb_reap
 }
 
@@ -76,6 +77,21 @@ ghm_audit() {
 ghm_fp() {
 	sb_audit_grep "r['event'] == 'github_app' and r['action'] in ('mint', 'refresh') and r['session'] == '$1' and r['result'] == 'ok'" |
 		tail -n 1 | "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read())["fingerprint"])'
+}
+
+# Seconds the fake's token whose fingerprint starts with $1 has to go; -1 if it is
+# revoked, expired or unknown.
+ghm_fake_left() {
+	"$PY" - "$SB_DIR/fakegh/state.json" "${1:-none}" <<'PYEOF'
+import json, sys, time
+st = json.load(open(sys.argv[1]))
+for k, r in st["tokens"].items():
+    if k.startswith(sys.argv[2]):
+        print(-1 if r["revoked"] else max(-1, int(r["expires"] - time.time())))
+        break
+else:
+    print(-1)
+PYEOF
 }
 
 # The fake's record of the token whose fingerprint starts with $1: "live", "revoked" or "expired".
@@ -187,12 +203,20 @@ list_shows_fp() {
 }
 
 @test "a reload that changes a session's repositories revokes its token; removing a session too" {
-	# bob's token may have expired in the previous test; a call retries the mint.
-	sb_wait_for 30 eval "as $SB_BOB gh api repos/octo/other-repo >/dev/null 2>&1"
-	# The tokens to be revoked: each session's newest, once the fake has it live (an
-	# older, expired one is never revoked, and the newest one's audit record may
-	# still be on its way when the call returns).
-	sb_wait_for 10 eval '[ "$(ghm_fake_state "$(ghm_fp alice)")" = live ] && [ "$(ghm_fake_state "$(ghm_fp bob)")" = live ]'
+	# The tokens to be revoked: each session's newest, once the fake has it live with
+	# 8 s or more to go. A token that expires before the reload's revocation reaches
+	# the fake is audited "expired already", not revoked: after the previous test's
+	# failed refreshes, bob's may be about to expire (seen: 2 s left). A call that
+	# finds its session's token expired mints a new one. (The newest token's audit
+	# record may still be on its way when a call returns: asked again each round.)
+	local end=$((SECONDS + 45))
+	until as "$SB_ALICE" gh api repos/octo/repo >/dev/null 2>&1 &&
+	    as "$SB_BOB" gh api repos/octo/other-repo >/dev/null 2>&1 &&
+	    [ "$(ghm_fake_left "$(ghm_fp alice)")" -ge 8 ] &&
+	    [ "$(ghm_fake_left "$(ghm_fp bob)")" -ge 8 ]; do
+		[ "$SECONDS" -lt "$end" ] || { echo "no token with 8 s to go for alice and bob in 45 s" >&2; false; }
+		sleep 0.5
+	done
 	fpa=$(ghm_fp alice)
 	fpb=$(ghm_fp bob)
 	# (Mints looked for from here on: the new token may be minted as soon as the reload
@@ -276,8 +300,9 @@ ghm_other_mints() {
 
 @test "stopping the daemon revokes every live token" {
 	sb_wait_for 30 eval "as $SB_ALICE gh api repos/octo/repo >/dev/null 2>&1"
-	# The newest token, once the fake has it live (a refresh may be under way).
-	sb_wait_for 10 eval '[ "$(ghm_fake_state "$(ghm_fp alice)")" = live ]'
+	# The newest token, once the fake has it live (a refresh may be under way) with
+	# 8 s or more to go (one that expires first is not revoked: see test 6).
+	sb_wait_for 15 eval '[ "$(ghm_fake_left "$(ghm_fp alice)")" -ge 8 ]'
 	fpa=$(ghm_fp alice)
 	touch "$SB_DIR/stopped"
 	kill -TERM "$SB_PID"
