@@ -374,22 +374,20 @@ conn_pending_drop(struct conn *c)
 	abandon(arg);
 }
 
-/* Arm the connection's single timer. */
-static void
-conn_timer(struct conn *c, int seconds)
-{
-	struct timeval tv = { seconds, 0 };
-
-	evtimer_add(c->timer, &tv);
-}
-
-/* The same in milliseconds. */
+/* Arm the connection's single timer, ms milliseconds from now. */
 static void
 conn_timer_ms(struct conn *c, int64_t ms)
 {
 	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
 
 	evtimer_add(c->timer, &tv);
+}
+
+/* The same in seconds. */
+static void
+conn_timer(struct conn *c, int seconds)
+{
+	conn_timer_ms(c, (int64_t)seconds * 1000);
 }
 
 /* End the connection with a final ERROR frame: code for the shim, message for the agent. */
