@@ -561,21 +561,17 @@ out:
 static int
 githook_warm_start(const struct gitctx *ctx, const char *gitdir,
     const struct githook_item *items, size_t n, const struct githook_upstream *up,
-    struct gitproc *gp)
+    char **have, size_t nhave, struct gitproc *gp)
 {
 	const char	**args = NULL;
-	char		**have = NULL, **owned = NULL, *cause = NULL;
+	char		**owned = NULL, *cause = NULL;
 	const char	 *ref;
-	struct gitbuf	  out;
-	size_t		  nhave, i, j, k = 0, o = 0;
+	size_t		  i, j, k = 0, o = 0;
 	int		  rc = -1, pushed;
 
 	gp->pid = -1;
-	if (!up->bridge || up->n == 0)
+	if (!up->bridge || up->n == 0 || have == NULL)
 		return -1;
-	gitbuf_init(&out, GITRUN_OUT_MAX);
-	if (gitmirror_own_refs(ctx, &out, &have, &nhave) != 0)
-		goto out;
 	args = xcalloc(up->n + 16, sizeof *args);
 	owned = xcalloc(up->n + 1, sizeof *owned);
 	args[k++] = gitdir;
@@ -618,9 +614,7 @@ out:
 		free(owned[i]);
 	free(owned);
 	free(args);
-	free(have);
 	free(cause);
-	gitbuf_free(&out);
 	return rc;
 }
 
@@ -693,13 +687,87 @@ githook_relay_remote(const char *err, int all)
 	free(copy);
 }
 
+/* Upstream's band-2 words as git push shows them ("remote: " before each line). */
+static void
+githook_relay_band2(const struct gitbuf *remote, int all)
+{
+	struct gitbuf	 out;
+	const char	*p = gitbuf_str(remote), *end = p + remote->len, *eol;
+
+	gitbuf_init(&out, 2 * GITPUSH_RESULT_MAX);
+	for (; p < end; p = eol + 1) {
+		for (eol = p; eol < end && *eol != '\n' && *eol != '\r'; eol++)
+			;
+		if (eol > p && (gitbuf_add(&out, "remote: ", 8) != 0 ||
+		    gitbuf_add(&out, p, eol - p) != 0 || gitbuf_add(&out, "\n", 1) != 0))
+			break;
+	}
+	githook_relay_remote(gitbuf_str(&out), all);
+	gitcred_wipe(out.data, out.len);
+	gitbuf_free(&out);
+}
+
+/*
+ * Say what came of our own push request (gitpush_http returned r; failed: it set a
+ * cause, said by the caller): upstream's words, and on a refusal each refused ref
+ * as git push's porcelain would show it. Returns 0 if upstream took every update.
+ */
+static int
+githook_http_said(const struct gitpush_result *res, int r, int failed)
+{
+	struct gitbuf	 rej;
+	char		*copy, *line, *next, *sp, *s;
+
+	if (r == 0) {
+		githook_relay_band2(&res->remote, 0);
+		return 0;
+	}
+	if (failed && !res->unpack_seen && res->fatal.len == 0)
+		return -1;
+	gitbuf_init(&rej, GITRUN_OUT_MAX);
+	if (res->fatal.len > 0) {
+		s = gitmsg_clean(res->fatal.data, res->fatal.len);
+		gitbuf_add(&rej, "! upstream gave up: ", 20);
+		gitbuf_add(&rej, s, strlen(s));
+		gitbuf_add(&rej, "\n", 1);
+		free(s);
+	} else if (!res->unpack_ok) {
+		gitbuf_add(&rej, "! upstream could not take the pack: ", 36);
+		gitbuf_add(&rej, gitbuf_str(&res->unpack), res->unpack.len);
+		gitbuf_add(&rej, "\n", 1);
+	}
+	copy = xstrdup(gitbuf_str(&res->ngs));
+	for (line = copy; *line != '\0'; line = next) {
+		next = strchr(line, '\n');
+		*next++ = '\0';
+		if ((sp = strchr(line, ' ')) != NULL)
+			*sp++ = '\0';
+		xasprintf(&s, "! [remote rejected] %s (%s)\n", githook_short(line),
+		    sp != NULL ? sp : "refused");
+		gitbuf_add(&rej, s, strlen(s));
+		free(s);
+	}
+	free(copy);
+	gitmsg_say("upstream refused the push, so nothing was changed (not here either). "
+	    "Upstream said:");
+	gitmsg_relay("  ", gitbuf_str(&rej), rej.len);
+	githook_relay_band2(&res->remote, 1);
+	gitmsg_say("Fetch, integrate upstream's changes and push again, or push to a new "
+	    "branch and open a pull request.");
+	gitbuf_free(&rej);
+	return -1;
+}
+
 /* Push every update upstream in one atomic push; 0 if upstream took them all. */
 static int
-githook_push(const struct gitctx *ctx, const char *gitdir, struct githook_item *items, size_t n)
+githook_push(const struct gitctx *ctx, const char *gitdir, struct githook_item *items, size_t n,
+    char **have, size_t nhave)
 {
 	const char		**args;
 	char			**owned;
 	struct gitproc		  gp;
+	struct gitpush_update	 *gu;
+	struct gitpush_result	  res;
 	struct githook_report	  rep;
 	struct gitbuf		  err;
 	struct gitmsg_progress	  prog;
@@ -713,6 +781,25 @@ githook_push(const struct gitctx *ctx, const char *gitdir, struct githook_item *
 	args = xcalloc(2 * n + 16, sizeof *args);
 	owned = xcalloc(2 * n + 1, sizeof *owned);
 	gitbuf_init(&rep.rejected, GITRUN_OUT_MAX);
+	gitbuf_init(&err, GITRUN_ERR_MAX);
+
+	/* One request of our own where it can be (gitpush.c), else git push. */
+	gu = xcalloc(n, sizeof *gu);
+	for (i = 0; i < n; i++) {
+		gu[i].old = items[i].u.old;
+		gu[i].new = items[i].u.new;
+		gu[i].ref = items[i].u.ref;
+	}
+	gitpush_result_init(&res);
+	r = gitpush_http(ctx, gitdir, gu, n, have, nhave, &res, &err, &cause);
+	free(gu);
+	if (r != GITPUSH_FALLBACK) {
+		status = githook_http_said(&res, r, cause != NULL);
+		gitpush_result_free(&res);
+		goto out;
+	}
+	gitpush_result_free(&res);
+	gitbuf_free(&err);
 	gitbuf_init(&err, GITRUN_ERR_MAX);
 
 	args[k++] = gitdir;
@@ -962,13 +1049,15 @@ githook_pre_receive(int argc, char **argv)
 	struct githook_item	*items = NULL;
 	struct githook_upstream	 up;
 	struct gitproc		 warm = { -1, -1, -1 };
-	char			*cause = NULL, *gitdir = NULL;
-	size_t			 n = 0, i;
+	struct gitbuf		 own;
+	char			*cause = NULL, *gitdir = NULL, **have = NULL;
+	size_t			 n = 0, i, nhave = 0;
 	int			 rc = GS_EXIT_REFUSED, bad = 0;
 
 	memset(&ctx, 0, sizeof ctx);
 	memset(&up, 0, sizeof up);
 	gitbuf_init(&up.msg, GITC_REFS_MAX);
+	gitbuf_init(&own, GITRUN_OUT_MAX);
 	if (argc != 3 || strcmp(argv[2], "pre-receive") != 0) {
 		fprintf(stderr, "usage: shimbridge-git hook pre-receive\n");
 		return GS_EXIT_USAGE;
@@ -1006,8 +1095,15 @@ githook_pre_receive(int argc, char **argv)
 		gitmsg_record_refusal(&ctx);
 		goto out;
 	}
-	(void)githook_warm_start(&ctx, gitdir, items, n, &up, &warm);
-	if (githook_push(&ctx, gitdir, items, n) != 0)
+	/* The mirror's refs: what the warming fetch and the push's pack can leave out. */
+	if ((up.bridge || ctx.token == NULL) &&
+	    gitmirror_own_refs(&ctx, &own, &have, &nhave) != 0) {
+		free(have);
+		have = NULL;
+		nhave = 0;
+	}
+	(void)githook_warm_start(&ctx, gitdir, items, n, &up, have, nhave, &warm);
+	if (githook_push(&ctx, gitdir, items, n, have, nhave) != 0)
 		goto out;
 	gitmsg_phase(&ctx, GITC_PHASE_UPSTREAM);
 	/*
@@ -1023,6 +1119,8 @@ githook_pre_receive(int argc, char **argv)
 
 out:
 	githook_warm_finish(&warm, 0);
+	free(have);
+	gitbuf_free(&own);
 	free(up.lines);
 	gitbuf_free(&up.msg);
 	if (cause != NULL) {

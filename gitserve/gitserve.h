@@ -303,6 +303,50 @@ int	 gitmirror_gc(const struct gitctx *, char **cause);
 /* The "maintain MIRROR" mode; returns an exit code. */
 int	 gitmirror_maintain(int argc, char **argv);
 
+/* gitpush.c: the push upstream as one smart-HTTP request of our own (no git push). */
+#define GITPUSH_FALLBACK	1		/* not tried: nothing went upstream */
+#define GITPUSH_PACK_MAX	(1024 * 1024)	/* larger packs go by git push (git's
+						   http.postBuffer: one request either way) */
+#define GITPUSH_RESULT_MAX	(1024 * 1024)	/* receive-pack's answer */
+#define GITPUSH_ADV_MAX		2048		/* objects named by the advertisement */
+#define GITPUSH_TIMEOUT		600		/* seconds without progress on the socket */
+/* receive-pack's ref advertisement, as smart HTTP gives it. */
+struct gitpush_adv {
+	char	caps[1024];		/* the first line's capabilities */
+	size_t	hexlen;			/* 40 (SHA-1) or 64 */
+	char	oids[GITPUSH_ADV_MAX][65];
+	size_t	n;
+};
+/* receive-pack's report, and what it said besides. */
+struct gitpush_result {
+	int		unpack_seen, unpack_ok, ended;
+	size_t		ok, ng;
+	struct gitbuf	unpack;		/* "ok" or why the pack was not taken */
+	struct gitbuf	oks;		/* "<ref>\n" per accepted update */
+	struct gitbuf	ngs;		/* "<ref> <reason>\n" per refused one */
+	struct gitbuf	remote;		/* band 2: upstream's messages and meters */
+	struct gitbuf	fatal;		/* band 3: why upstream gave up */
+};
+struct gitpush_update {
+	const char	*old, *new, *ref;	/* hex (all zeros: none), full ref name */
+};
+/* Parse the answer to GET info/refs?service=git-receive-pack; -1 with *cause. */
+int	 gitpush_parse_adv(const char *buf, size_t len, struct gitpush_adv *, char **cause);
+/* Parse the answer to the POST (side-band-64k multiplexed or not); 0, or -1 if malformed. */
+int	 gitpush_parse_result(const char *buf, size_t len, int sideband, struct gitpush_result *);
+void	 gitpush_result_init(struct gitpush_result *);
+void	 gitpush_result_free(struct gitpush_result *);
+/*
+ * Push the updates upstream in one request: 0 when upstream took them all, -1 when
+ * it did not or the request failed (res, err and *cause say why), GITPUSH_FALLBACK
+ * when nothing was sent and git push should do it. have: the mirror's "<oid> <ref>"
+ * lines. Progress of the pack goes to stderr as git's would; the rest of
+ * pack-objects' stderr to err.
+ */
+int	 gitpush_http(const struct gitctx *, const char *gitdir, const struct gitpush_update *,
+	     size_t n, char **have, size_t nhave, struct gitpush_result *, struct gitbuf *err,
+	     char **cause);
+
 /* githook.c: the mirror's pre-receive hook. */
 struct githook_update {
 	char	*old;		/* hex object names; all zeros = none */

@@ -393,6 +393,11 @@ gb_mirref() {
 gb_uplines() {
 	wc -l <"$GB_UP/requests.log"
 }
+# The upstream's log lines of receive-pack POSTs, oldest first.
+gb_up_posts() {
+	grep '"method": "POST", "path": "[^"]*/git-receive-pack"' "$GB_UP/requests.log" || true
+}
+
 gb_up_receive() {
 	grep -c '"method": "POST", "path": "[^"]*/git-receive-pack"' "$GB_UP/requests.log" || true
 }
@@ -1539,4 +1544,50 @@ SH
 	gb_status 0
 	[ "$(gb_upref refs/heads/gb-big)" = "$(gb_rev alice big HEAD)" ]
 	sb_audit_grep 'r["event"] == "http" and r.get("status") == 200 and r.get("request", "").startswith("POST") and r.get("request", "").endswith("git-receive-pack") and r.get("bytes_up", 0) > 3000000' >/dev/null
+	# A pack over git's post buffer goes by git push itself (chunked to the injector),
+	# not by the hook's own request, which is for what fits in one buffer.
+	gb_up_posts | tail -n 1 | grep -q '"agent": "git/2\.'
+}
+
+@test "a push goes upstream as one request of the hook's own; upstream's refusal still says why, per branch" {
+	gb_clone alice own
+	gb_as alice own git checkout -q -b gb-own
+	gb_commit alice own own.txt
+	nreq=$(gb_uplines)
+	sgit alice own push origin gb-own
+	gb_status 0
+	[ "$(gb_upref refs/heads/gb-own)" = "$(gb_rev alice own HEAD)" ]
+	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/gb-own)" = "$(gb_rev alice own HEAD)" ]
+	# One POST, shimbridge-git's (no git push: no git/2.x agent), and the advertisement
+	# only as the bridge prefetched it as the call began.
+	tail -n +"$((nreq + 1))" "$GB_UP/requests.log" >"$SB_DIR/out/own.log"
+	[ "$(grep -c '"method": "POST", "path": "[^"]*/git-receive-pack"' "$SB_DIR/out/own.log")" = 1 ]
+	grep '"method": "POST", "path": "[^"]*/git-receive-pack"' "$SB_DIR/out/own.log" |
+		grep -q '"agent": "git/shimbridge-[^"]*".*"chunked": false'
+	[ "$(grep -c 'service=git-receive-pack' "$SB_DIR/out/own.log")" = 1 ]
+	! grep -q '"agent": "git/2\.' "$SB_DIR/out/own.log" || false
+
+	# A new branch's pack holds the new commit, not the history upstream has.
+	gb_as alice own git checkout -q -b gb-own-2
+	gb_commit alice own own2.txt
+	sgit alice own push origin gb-own-2
+	gb_status 0
+	[ "$(gb_upref refs/heads/gb-own-2)" = "$(gb_rev alice own HEAD)" ]
+	sb_audit_grep 'r["event"] == "http" and r.get("request", "").startswith("POST") and r.get("request", "").endswith("git-receive-pack")' |
+		tail -n 1 | grep -q '"status": *200'
+	sb_audit_grep 'r["event"] == "http" and r.get("request", "").startswith("POST") and r.get("request", "").endswith("git-receive-pack")' |
+		tail -n 1 | "$PY" -c 'import json, sys; r = json.loads(sys.stdin.read()); sys.exit(0 if r["bytes_up"] < 2000 else 1)'
+
+	# Upstream refuses (tests/fixtures/upstream-hooks): its words and the refused branch.
+	git --git-dir="$GB_UPREPO" config core.hooksPath "$SB_FIXTURES/upstream-hooks"
+	gb_as alice own git checkout -q -b upstream-reject-own
+	gb_commit alice own rejected-own.txt
+	sgit alice own push origin upstream-reject-own
+	git --git-dir="$GB_UPREPO" config --unset core.hooksPath
+	gb_status 1
+	[[ "$output" == *"shimbridge: upstream refused the push, so nothing was changed (not here either)."* ]]
+	[[ "$output" == *"shimbridge:   ! [remote rejected] upstream-reject-own (pre-receive hook declined)"* ]]
+	[[ "$output" == *"shimbridge: upstream: GH006: Protected branch update failed for refs/heads/upstream-reject-own."* ]]
+	[ "$(gb_upref refs/heads/upstream-reject-own)" = none ]
+	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/upstream-reject-own)" = none ]
 }

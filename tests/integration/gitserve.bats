@@ -836,7 +836,9 @@ EOF
 	! upstream_requests '"auth": false' | grep -q . || false
 	# No helper, no token variable, anywhere.
 	grep -q ' fetch ' "$W/spy.log"
-	grep -q ' push ' "$W/spy.log"
+	# The push went upstream as the hook's own request: host git only built its pack.
+	grep -q ' pack-objects ' "$W/spy.log"
+	! grep -q ' push ' "$W/spy.log" || false
 	! grep -qE 'credential\.helper=!|SHIMBRIDGE_TOKEN|SHIMBRIDGE_USERNAME' "$W/spy.log" || false
 
 	# Against an upstream that wants a credential it fails at once, prompting nobody.

@@ -74,7 +74,9 @@ _sb_untraced() {
 	local _sb_rc
 	if [ -z "${SB_DEBUG_TRAP:-}" ]; then
 		[ -n "${BATS_TEST_FILENAME:-}" ] && SB_DEBUG_TRAP=$(trap -p DEBUG)
-		[ -n "${SB_DEBUG_TRAP:-}" ] || { "$@"; return; }
+		# "return $?", not "return": bats runs a teardown from its EXIT trap, where a
+		# bare return gives the status of the command before the trap (the failure).
+		[ -n "${SB_DEBUG_TRAP:-}" ] || { "$@"; return $?; }
 	fi
 	trap - DEBUG
 	"$@"

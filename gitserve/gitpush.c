@@ -1,0 +1,625 @@
+/*
+ * The push upstream as one request of our own. The mirror's hook used to run
+ * `git push`, which is four programs (git, git-remote-http with libcurl and its
+ * thirty libraries, send-pack, pack-objects) and two requests; the bridge's injector
+ * already holds receive-pack's ref advertisement, so what is left is one POST. Here:
+ * read the advertisement (capabilities, and the objects upstream has), build the
+ * pack with pack-objects from the quarantine, send "<old> <new> <ref>" commands and
+ * the pack in one POST (libevent's evhttp, as the daemon), and read receive-pack's
+ * report. The old value of each command is the value the hook checked: upstream's
+ * receive-pack moves a ref only from it, as `--force-with-lease` did.
+ *
+ * Only for an upstream the bridge's injector serves (plain http, no credential of
+ * ours: the injector adds it and checks the updates itself) and a small pack (what
+ * git would send in one buffer); anything else, or an advertisement that lacks what
+ * an atomic, reported push needs, is left to git push (GITPUSH_FALLBACK), before
+ * anything has gone upstream.
+ */
+#include <sys/socket.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "util.h"
+#include "valid.h"
+#include "gitserve.h"
+
+#define GITPUSH_AGENT	"git/shimbridge-" SHIMBRIDGE_VERSION
+
+/*
+ * The pkt-line of buf at offset *off: 0 with it in line and len (a flush: len 0 and
+ * flush set), 1 at the end of buf, -1 if what is there is no pkt-line.
+ */
+static int
+gitpush_pkt(const char *buf, size_t size, size_t *off, const char **line, size_t *len,
+    int *flush)
+{
+	unsigned int	 n = 0;
+	size_t		 i;
+	int		 c;
+
+	if (*off == size)
+		return 1;
+	if (size - *off < 4)
+		return -1;
+	for (i = 0; i < 4; i++) {
+		c = (unsigned char)buf[*off + i];
+		if (c >= '0' && c <= '9')
+			n = n * 16 + (c - '0');
+		else if (c >= 'a' && c <= 'f')
+			n = n * 16 + (c - 'a' + 10);
+		else
+			return -1;
+	}
+	*flush = n == 0;
+	if (n == 0) {
+		*off += 4;
+		*line = buf + *off;
+		*len = 0;
+		return 0;
+	}
+	if (n < 5 || n - 4 > size - *off - 4)
+		return -1;
+	*line = buf + *off + 4;
+	*len = n - 4;
+	*off += n;
+	return 0;
+}
+
+/* Add one pkt-line holding buf[0..len); -1 if it cannot be one, or body is full. */
+static int
+gitpush_add_pkt(struct gitbuf *body, const char *buf, size_t len)
+{
+	char	hdr[5];
+
+	if (len == 0 || len > 65516)
+		return -1;
+	snprintf(hdr, sizeof hdr, "%04zx", len + 4);
+	return gitbuf_add(body, hdr, 4) == 0 && gitbuf_add(body, buf, len) == 0 ? 0 : -1;
+}
+
+/* Whether caps (space-separated) has word. */
+static int
+gitpush_has_cap(const char *caps, const char *word)
+{
+	size_t		 wl = strlen(word), l;
+	const char	*p = caps;
+
+	while (*p != '\0') {
+		l = strcspn(p, " ");
+		if (l == wl && strncmp(p, word, wl) == 0)
+			return 1;
+		p += l;
+		p += strspn(p, " ");
+	}
+	return 0;
+}
+
+int
+gitpush_parse_adv(const char *buf, size_t size, struct gitpush_adv *adv, char **cause)
+{
+	const char	*line, *nul;
+	size_t		 off = 0, len, hexlen, i;
+	int		 flush, r, first = 1;
+
+	memset(adv, 0, sizeof *adv);
+	/* "# service=git-receive-pack\n", flush (smart HTTP's preamble). */
+	if (gitpush_pkt(buf, size, &off, &line, &len, &flush) != 0 || flush ||
+	    len < 26 || memcmp(line, "# service=git-receive-pack", 26) != 0 ||
+	    (len != 26 && !(len == 27 && line[26] == '\n')))
+		goto bad;
+	if (gitpush_pkt(buf, size, &off, &line, &len, &flush) != 0 || !flush)
+		goto bad;
+	for (;;) {
+		if ((r = gitpush_pkt(buf, size, &off, &line, &len, &flush)) != 0)
+			goto bad;		/* the list ends with a flush */
+		if (flush)
+			break;
+		if (len > 0 && line[len - 1] == '\n')
+			len--;
+		nul = memchr(line, '\0', len);
+		if (first != (nul != NULL))
+			goto bad;
+		if (first) {
+			if (len - (nul + 1 - line) >= sizeof adv->caps)
+				goto bad;
+			memcpy(adv->caps, nul + 1, len - (nul + 1 - line));
+			adv->caps[len - (nul + 1 - line)] = '\0';
+			if (memchr(adv->caps, '\0', len - (nul + 1 - line)) != NULL)
+				goto bad;
+			len = nul - line;
+			first = 0;
+		}
+		hexlen = memchr(line, ' ', len) != NULL ?
+		    (size_t)((const char *)memchr(line, ' ', len) - line) : 0;
+		if ((hexlen != 40 && hexlen != 64) || !valid_hex_lower(line, hexlen) ||
+		    hexlen + 1 == len)
+			goto bad;
+		if (adv->hexlen != 0 && adv->hexlen != hexlen)
+			goto bad;
+		adv->hexlen = hexlen;
+		for (i = hexlen + 1; i < len; i++) {
+			if ((unsigned char)line[i] <= 0x20 || line[i] == 0x7f)
+				goto bad;
+		}
+		/* An empty repository's "capabilities^{}" line names no object. */
+		if (line[strspn(line, "0")] == ' ')
+			continue;
+		if (adv->n == GITPUSH_ADV_MAX)
+			goto bad;
+		memcpy(adv->oids[adv->n], line, hexlen);
+		adv->oids[adv->n][hexlen] = '\0';
+		adv->n++;
+	}
+	if (first || off != size)
+		goto bad;
+	return 0;
+bad:
+	xasprintf(cause, "upstream's ref advertisement for the push is not one git sends");
+	return -1;
+}
+
+/* Add the pkt-lines of a report (a flush ends it) to res. */
+static int
+gitpush_report(const char *buf, size_t size, struct gitpush_result *res)
+{
+	const char	*line;
+	size_t		 off = 0, len, i;
+	int		 flush, r;
+
+	while ((r = gitpush_pkt(buf, size, &off, &line, &len, &flush)) == 0) {
+		if (flush) {
+			res->ended = 1;
+			return off == size ? 0 : -1;
+		}
+		if (res->ended)
+			return -1;
+		if (len > 0 && line[len - 1] == '\n')
+			len--;
+		for (i = 0; i < len; i++) {
+			if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+				return -1;
+		}
+		if (len >= 7 && memcmp(line, "unpack ", 7) == 0) {
+			if (res->unpack_seen)
+				return -1;
+			res->unpack_seen = 1;
+			res->unpack_ok = len == 9 && memcmp(line + 7, "ok", 2) == 0;
+			gitbuf_add(&res->unpack, line + 7, len - 7);
+		} else if (len > 3 && memcmp(line, "ok ", 3) == 0) {
+			res->ok++;
+			gitbuf_add(&res->oks, line + 3, len - 3);
+			gitbuf_add(&res->oks, "\n", 1);
+		} else if (len > 3 && memcmp(line, "ng ", 3) == 0) {
+			res->ng++;
+			gitbuf_add(&res->ngs, line + 3, len - 3);
+			gitbuf_add(&res->ngs, "\n", 1);
+		} else
+			return -1;
+	}
+	return r == 1 ? 0 : -1;
+}
+
+int
+gitpush_parse_result(const char *buf, size_t size, int sideband, struct gitpush_result *res)
+{
+	struct gitbuf	 band1;
+	const char	*line;
+	size_t		 off = 0, len;
+	int		 flush, r, rc = -1;
+
+	if (!sideband)
+		return gitpush_report(buf, size, res) == 0 && res->ended ? 0 : -1;
+	gitbuf_init(&band1, GITPUSH_RESULT_MAX);
+	while ((r = gitpush_pkt(buf, size, &off, &line, &len, &flush)) == 0) {
+		if (flush)
+			break;			/* the end of the multiplexed answer */
+		if (len < 1)
+			goto out;
+		switch (line[0]) {
+		case 1:
+			if (gitbuf_add(&band1, line + 1, len - 1) != 0)
+				goto out;
+			break;
+		case 2:
+			gitbuf_add(&res->remote, line + 1, len - 1);
+			break;
+		case 3:
+			gitbuf_add(&res->fatal, line + 1, len - 1);
+			break;
+		default:
+			goto out;
+		}
+	}
+	if (r < 0 || off != size)
+		goto out;
+	if (band1.len == 0 && res->fatal.len > 0) {
+		rc = 0;			/* upstream gave up before its report: said in fatal */
+		goto out;
+	}
+	rc = gitpush_report(band1.data == NULL ? "" : band1.data, band1.len, res) == 0 &&
+	    res->ended ? 0 : -1;
+out:
+	gitbuf_free(&band1);
+	return rc;
+}
+
+void
+gitpush_result_init(struct gitpush_result *res)
+{
+	memset(res, 0, sizeof *res);
+	gitbuf_init(&res->unpack, 1024);
+	gitbuf_init(&res->oks, GITPUSH_RESULT_MAX);
+	gitbuf_init(&res->ngs, GITPUSH_RESULT_MAX);
+	gitbuf_init(&res->remote, GITPUSH_RESULT_MAX);
+	gitbuf_init(&res->fatal, 4096);
+}
+
+void
+gitpush_result_free(struct gitpush_result *res)
+{
+	gitbuf_free(&res->unpack);
+	gitbuf_free(&res->oks);
+	gitbuf_free(&res->ngs);
+	gitbuf_free(&res->remote);
+	gitbuf_free(&res->fatal);
+}
+
+/* One request's outcome, filled by gitpush_done(). */
+struct gitpush_http {
+	struct event_base	*base;
+	int			 status;	/* HTTP status, 0 for none */
+	int			 error;		/* an evhttp error came first */
+	struct gitbuf		 body;
+};
+
+static void
+gitpush_done(struct evhttp_request *req, void *arg)
+{
+	struct gitpush_http	*h = arg;
+	struct evbuffer		*in;
+	size_t			 len;
+
+	if (req != NULL && !h->error) {
+		h->status = evhttp_request_get_response_code(req);
+		in = evhttp_request_get_input_buffer(req);
+		len = evbuffer_get_length(in);
+		if (len > 0 && gitbuf_add(&h->body, evbuffer_pullup(in, len), len) != 0)
+			h->error = 1;
+	}
+	event_base_loopexit(h->base, NULL);
+}
+
+static void
+gitpush_error(enum evhttp_request_error err, void *arg)
+{
+	struct gitpush_http	*h = arg;
+
+	(void)err;
+	h->error = 1;
+}
+
+/*
+ * One request on conn, run to its end: 0 with h->status and h->body, -1 when no
+ * answer came (the connection failed, timed out, or the answer was too large).
+ */
+static int
+gitpush_request(struct event_base *base, struct evhttp_connection *conn, const char *host,
+    enum evhttp_cmd_type cmd, const char *uri, const char *ctype, const char *accept,
+    const void *body, size_t len, struct gitpush_http *h, size_t max)
+{
+	struct evhttp_request	*req;
+	struct evkeyvalq	*out;
+
+	h->base = base;
+	h->status = 0;
+	h->error = 0;
+	gitbuf_init(&h->body, max);
+	if ((req = evhttp_request_new(gitpush_done, h)) == NULL)
+		return -1;
+	evhttp_request_set_error_cb(req, gitpush_error);
+	out = evhttp_request_get_output_headers(req);
+	evhttp_add_header(out, "Host", host);
+	evhttp_add_header(out, "User-Agent", GITPUSH_AGENT);
+	evhttp_add_header(out, "Accept", accept);
+	evhttp_add_header(out, "Pragma", "no-cache");
+	if (ctype != NULL) {
+		evhttp_add_header(out, "Content-Type", ctype);
+		if (evbuffer_add(evhttp_request_get_output_buffer(req), body, len) != 0) {
+			evhttp_request_free(req);
+			return -1;
+		}
+	}
+	if (evhttp_make_request(conn, req, cmd, uri) != 0)
+		return -1;		/* libevent freed req */
+	event_base_dispatch(base);
+	return h->error || h->status == 0 ? -1 : 0;
+}
+
+/*
+ * No Nagle on the connection the GET opened: evhttp writes a request's head and body
+ * apart, and the body would wait for the ACK of the head, which the server delays
+ * (up to 40 ms on Linux) while it waits for the body.
+ */
+static void
+gitpush_nodelay(struct evhttp_connection *conn)
+{
+	int	fd, one = 1;
+
+	fd = bufferevent_getfd(evhttp_connection_get_bufferevent(conn));
+	if (fd >= 0)
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* A gitrun_cb taking pack-objects' stdout into a gitbuf; -1 (stop) when full. */
+static int
+gitpush_take_pack(const char *rec, size_t len, void *arg)
+{
+	return gitbuf_add(arg, rec, len) == 0 ? 0 : -1;
+}
+
+/* Whether oid is one of the sorted "<oid> <ref>" lines' objects. */
+static int
+gitpush_local(char **have, size_t nhave, const char *oid)
+{
+	size_t	i, l = strlen(oid);
+
+	for (i = 0; i < nhave; i++) {
+		if (strncmp(have[i], oid, l) == 0 && have[i][l] == ' ')
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * The pack for the updates into pack: what their new commits reach and upstream lacks,
+ * thin against upstream's objects the mirror has too. 0, 1 when it would not fit
+ * (git push then), or -1 with *cause.
+ */
+static int
+gitpush_pack(const struct gitctx *ctx, const char *gitdir, const struct gitpush_update *u,
+    size_t n, const struct gitpush_adv *adv, char **have, size_t nhave, struct gitbuf *pack,
+    struct gitbuf *err, char **cause)
+{
+	const char		*args[12];
+	struct gitbuf		 revs;
+	struct gitproc		 gp;
+	struct gitmsg_progress	 prog;
+	char			*why;
+	size_t			 i, k = 0, off;
+	ssize_t			 w;
+	int			 fds[2], r, status;
+
+	gitbuf_init(&revs, GITC_REFS_MAX);
+	for (i = 0; i < n; i++) {
+		if (u[i].new[strspn(u[i].new, "0")] != '\0' &&
+		    (gitbuf_add(&revs, u[i].new, strlen(u[i].new)) != 0 ||
+		    gitbuf_add(&revs, "\n", 1) != 0))
+			goto toobig;
+		if (u[i].old[strspn(u[i].old, "0")] != '\0' &&
+		    (gitbuf_add(&revs, "^", 1) != 0 ||
+		    gitbuf_add(&revs, u[i].old, strlen(u[i].old)) != 0 ||
+		    gitbuf_add(&revs, "\n", 1) != 0))
+			goto toobig;
+	}
+	/* Upstream has what its refs reach; of those, only objects here can be named. */
+	for (i = 0; i < adv->n; i++) {
+		if (!gitpush_local(have, nhave, adv->oids[i]))
+			continue;
+		if (gitbuf_add(&revs, "^", 1) != 0 ||
+		    gitbuf_add(&revs, adv->oids[i], strlen(adv->oids[i])) != 0 ||
+		    gitbuf_add(&revs, "\n", 1) != 0)
+			goto toobig;
+	}
+
+	args[k++] = gitdir;
+	args[k++] = "pack-objects";
+	args[k++] = "--all-progress-implied";
+	args[k++] = "--revs";
+	args[k++] = "--stdout";
+	args[k++] = "--thin";
+	if (gitpush_has_cap(adv->caps, "ofs-delta"))
+		args[k++] = "--delta-base-offset";
+	args[k++] = ctx->progress ? "--progress" : "-q";
+	args[k] = NULL;
+	if (pipe(fds) != 0) {
+		xasprintf(cause, "pipe: %s", strerror(errno));
+		gitbuf_free(&revs);
+		return -1;
+	}
+	r = gitrun_start(ctx, GITRUN_QUARANTINE | GITRUN_READONLY, args, fds[0], GITRUN_PIPE,
+	    GITRUN_PIPE, &gp, cause);
+	close(fds[0]);
+	if (r != 0) {
+		close(fds[1]);
+		gitbuf_free(&revs);
+		return -1;
+	}
+	/* pack-objects reads all its revisions before it writes a byte of the pack. */
+	for (off = 0; off < revs.len; off += w) {
+		if ((w = write(fds[1], revs.data + off, revs.len - off)) < 0) {
+			if (errno == EINTR) {
+				w = 0;
+				continue;
+			}
+			break;
+		}
+	}
+	close(fds[1]);
+	gitbuf_free(&revs);
+	gitmsg_progress_init(&prog, ctx->progress, err);
+	r = gitrun_read_err(&gp, -1, gitpush_take_pack, pack, gitmsg_progress_feed, &prog,
+	    cause);
+	gitmsg_progress_done(&prog);
+	if (r != 0) {
+		gitrun_abort(&gp);
+		if (r == 1) {
+			free(*cause);
+			*cause = NULL;
+			return 1;	/* more than fits in one request of ours */
+		}
+		return -1;
+	}
+	if ((status = gitrun_wait(gp.pid, cause)) != 0) {
+		if (status > 0) {
+			why = gitmsg_summary(gitbuf_str(err), 200);
+			xasprintf(cause, "git pack-objects failed: %s", why);
+			free(why);
+		}
+		return -1;
+	}
+	return 0;
+toobig:
+	gitbuf_free(&revs);
+	return 1;
+}
+
+int
+gitpush_http(const struct gitctx *ctx, const char *gitdir, const struct gitpush_update *u,
+    size_t n, char **have, size_t nhave, struct gitpush_result *res, struct gitbuf *err,
+    char **cause)
+{
+	struct event_base	*base = NULL;
+	struct evhttp_connection *conn = NULL;
+	struct gitpush_adv	*adv;
+	struct gitpush_http	 h;
+	struct gitbuf		 body, pack;
+	const char		*colon;
+	char			*host = NULL, *uri = NULL, *line = NULL;
+	unsigned long		 port;
+	size_t			 i, len;
+	int			 rc = GITPUSH_FALLBACK, sideband, deletes = 0, packs = 0;
+
+	if (ctx->token != NULL || strcmp(ctx->url.scheme, "http") != 0 || n == 0 ||
+	    have == NULL)
+		return GITPUSH_FALLBACK;
+	adv = xcalloc(1, sizeof *adv);
+	gitbuf_init(&body, GITPUSH_PACK_MAX + GITC_REFS_MAX);
+	gitbuf_init(&pack, GITPUSH_PACK_MAX);
+	memset(&h, 0, sizeof h);
+	gitbuf_init(&h.body, 0);
+
+	/* host[:port], as the URL has it (giturl checked its characters). */
+	colon = strrchr(ctx->url.host, ':');
+	if (colon != NULL && strchr(colon, ']') == NULL) {
+		port = strtoul(colon + 1, NULL, 10);
+		host = xstrndup(ctx->url.host, colon - ctx->url.host);
+	} else {
+		port = 80;
+		host = xstrdup(ctx->url.host);
+	}
+	if (port == 0 || port > 65535 || host[0] == '[')
+		goto out;
+	if ((base = event_base_new()) == NULL ||
+	    (conn = evhttp_connection_base_new(base, NULL, host, (unsigned short)port)) == NULL)
+		goto out;
+	evhttp_connection_set_timeout(conn, GITPUSH_TIMEOUT);
+	evhttp_connection_set_retries(conn, 0);
+	evhttp_connection_set_max_headers_size(conn, 64 * 1024);
+	evhttp_connection_set_max_body_size(conn, GITPUSH_RESULT_MAX);
+
+	/* The advertisement: the bridge's injector asked for it as the call began. */
+	xasprintf(&uri, "/%s/info/refs?service=git-receive-pack", ctx->url.path);
+	if (gitpush_request(base, conn, ctx->url.host, EVHTTP_REQ_GET, uri, NULL, "*/*", NULL, 0,
+	    &h, GITC_REFS_MAX + 4096) != 0 || h.status != 200 ||
+	    gitpush_parse_adv(gitbuf_str(&h.body), h.body.len, adv, cause) != 0) {
+		free(*cause);
+		*cause = NULL;
+		goto out;		/* git push says what is wrong, in git's words */
+	}
+	for (i = 0; i < n; i++) {
+		if (strlen(u[i].old) != 40 || (adv->hexlen != 0 && adv->hexlen != 40))
+			goto out;	/* SHA-256 repositories: git push */
+		if (u[i].new[strspn(u[i].new, "0")] == '\0')
+			deletes = 1;
+		else
+			packs = 1;
+	}
+	sideband = gitpush_has_cap(adv->caps, "side-band-64k");
+	if (!gitpush_has_cap(adv->caps, "report-status") ||
+	    (n > 1 && !gitpush_has_cap(adv->caps, "atomic")) ||
+	    (deletes && !gitpush_has_cap(adv->caps, "delete-refs")) ||
+	    (strstr(adv->caps, "object-format=") != NULL &&
+	    !gitpush_has_cap(adv->caps, "object-format=sha1")))
+		goto out;
+
+	/* The commands, then the pack. */
+	for (i = 0; i < n; i++) {
+		if (i == 0)
+			xasprintf(&line, "%s %s %s%creport-status%s%s%s agent=%s\n",
+			    u[i].old, u[i].new, u[i].ref, '\0',
+			    sideband ? " side-band-64k" : "",
+			    gitpush_has_cap(adv->caps, "atomic") ? " atomic" : "",
+			    /* as send-pack: no meters from upstream unless asked for */
+			    !ctx->progress && gitpush_has_cap(adv->caps, "quiet") ? " quiet" : "",
+			    GITPUSH_AGENT);
+		else
+			xasprintf(&line, "%s %s %s\n", u[i].old, u[i].new, u[i].ref);
+		len = strlen(line);
+		if (i == 0)
+			len += 1 + strlen(line + len + 1);
+		if (gitpush_add_pkt(&body, line, len) != 0)
+			goto out;
+		free(line);
+		line = NULL;
+	}
+	gitbuf_add(&body, "0000", 4);
+	if (packs) {
+		rc = gitpush_pack(ctx, gitdir, u, n, adv, have, nhave, &pack, err, cause);
+		if (rc != 0)
+			goto out;
+		rc = GITPUSH_FALLBACK;
+		if (gitbuf_add(&body, pack.data, pack.len) != 0)
+			goto out;
+	}
+	if (body.dropped > 0)
+		goto out;
+
+	/* From here on, what upstream says is the outcome: no second try. */
+	rc = -1;
+	gitpush_nodelay(conn);
+	gitbuf_free(&h.body);
+	free(uri);
+	xasprintf(&uri, "/%s/git-receive-pack", ctx->url.path);
+	if (gitpush_request(base, conn, ctx->url.host, EVHTTP_REQ_POST, uri,
+	    "application/x-git-receive-pack-request", "application/x-git-receive-pack-result",
+	    body.data, body.len, &h, GITPUSH_RESULT_MAX) != 0) {
+		xasprintf(cause, "no answer from upstream to the push (the connection failed, "
+		    "timed out, or the answer was too large)");
+		goto out;
+	}
+	if (h.status != 200) {
+		xasprintf(cause, "upstream answered the push with HTTP %d", h.status);
+		goto out;
+	}
+	if (gitpush_parse_result(gitbuf_str(&h.body), h.body.len, sideband, res) != 0) {
+		xasprintf(cause, "upstream's answer to the push is not one git sends");
+		goto out;
+	}
+	rc = res->unpack_ok && res->ng == 0 && res->ok == n && res->fatal.len == 0 ? 0 : -1;
+out:
+	free(line);
+	free(uri);
+	free(host);
+	free(adv);
+	gitbuf_free(&h.body);
+	gitbuf_free(&body);
+	gitbuf_free(&pack);
+	if (conn != NULL)
+		evhttp_connection_free(conn);
+	if (base != NULL)
+		event_base_free(base);
+	return rc;
+}
