@@ -564,7 +564,7 @@ githook_warm_start(const struct gitctx *ctx, const char *gitdir,
     char **have, size_t nhave, struct gitproc *gp)
 {
 	const char	**args = NULL;
-	char		**owned = NULL, *cause = NULL;
+	char		**owned = NULL, **want = NULL, *cause = NULL;
 	const char	 *ref;
 	size_t		  i, j, k = 0, o = 0;
 	int		  rc = -1, pushed;
@@ -572,6 +572,7 @@ githook_warm_start(const struct gitctx *ctx, const char *gitdir,
 	gp->pid = -1;
 	if (!up->bridge || up->n == 0 || have == NULL)
 		return -1;
+	want = xcalloc(up->n + 1, sizeof *want);
 	args = xcalloc(up->n + 16, sizeof *args);
 	owned = xcalloc(up->n + 1, sizeof *owned);
 	args[k++] = gitdir;
@@ -597,12 +598,18 @@ githook_warm_start(const struct gitctx *ctx, const char *gitdir,
 			pushed = strcmp(items[j].u.ref, ref) == 0;
 		if (pushed)
 			continue;
+		want[o] = up->lines[i];
 		xasprintf(&owned[o], "+%s:%s", ref, ref);
 		args[k++] = owned[o++];
 	}
 	args[k] = NULL;
 	if (o == 0)
 		goto out;
+	/* One request of our own where it can be (gitpush.c), else git fetch. */
+	if (gitpush_warm(ctx, gitdir, want, o, have, nhave, &gp->pid) == 0) {
+		rc = 0;
+		goto out;
+	}
 	if (gitrun_start(ctx, GITRUN_CRED | GITRUN_NICE, args, GITRUN_NULL, GITRUN_NULL, GITRUN_NULL, gp,
 	    &cause) != 0) {
 		gp->pid = -1;
@@ -613,6 +620,7 @@ out:
 	for (i = 0; i < o; i++)
 		free(owned[i]);
 	free(owned);
+	free(want);
 	free(args);
 	free(cause);
 	return rc;

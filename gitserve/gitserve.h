@@ -346,6 +346,16 @@ void	 gitpush_result_free(struct gitpush_result *);
 int	 gitpush_http(const struct gitctx *, const char *gitdir, const struct gitpush_update *,
 	     size_t n, char **have, size_t nhave, struct gitpush_result *, struct gitbuf *err,
 	     char **cause);
+#define GITPUSH_WARM_MAX	(16 * 1024 * 1024)	/* a warming fetch's pack */
+/*
+ * Start the warming fetch of want (upstream's "<oid> <ref>" lines to take) as a child
+ * of ours that asks upstream itself: 0 with *pid, or GITPUSH_FALLBACK (git fetch).
+ * The child exits 0 once the mirror holds the objects and the refs moved.
+ */
+int	 gitpush_warm(const struct gitctx *, const char *gitdir, char **want, size_t nwant,
+	     char **have, size_t nhave, pid_t *pid);
+/* Split upload-pack's answer: band 1 into pack; 0, or -1 (malformed, too large, fatal). */
+int	 gitpush_parse_fetch(const char *buf, size_t len, struct gitbuf *pack);
 
 /* githook.c: the mirror's pre-receive hook. */
 struct githook_update {

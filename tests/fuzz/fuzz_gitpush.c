@@ -1,8 +1,9 @@
 /*
- * libFuzzer target for the parsers of shimbridge-git's own push request
- * (gitserve/gitpush.c): upstream's receive-pack ref advertisement (the body of GET
- * .../info/refs?service=git-receive-pack) and its answer to the POST, with and
- * without side-band-64k. The input is either body (any bytes). On success the
+ * libFuzzer target for the parsers of shimbridge-git's own push and warming fetch
+ * requests (gitserve/gitpush.c): upstream's receive-pack ref advertisement (the body
+ * of GET .../info/refs?service=git-receive-pack), its answer to the POST, with and
+ * without side-band-64k, and upload-pack's answer to the warming fetch (ACK/NAK
+ * lines, then the side-band pack). The input is either body (any bytes). On success the
  * advertisement's capabilities are a NUL-terminated string of what the first ref line
  * holds, and every object name is 40 or 64 lowercase hex digits; the report's counts
  * agree with its lists. The input is copied to an exact-size buffer so that ASan sees
@@ -33,6 +34,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct gitpush_adv	 adv;
 	struct gitpush_result		 res;
+	struct gitbuf			 pack;
 	char				*buf, *cause = NULL;
 	size_t				 i, j;
 	int				 sb;
@@ -58,6 +60,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (cause == NULL)
 		abort();
 	free(cause);
+	gitbuf_init(&pack, 1024 * 1024);
+	if (gitpush_parse_fetch(buf, size, &pack) == 0 && pack.len > size)
+		abort();
+	gitbuf_free(&pack);
 	for (sb = 0; sb < 2; sb++) {
 		gitpush_result_init(&res);
 		if (gitpush_parse_result(buf, size, sb, &res) == 0) {

@@ -729,6 +729,8 @@ gb_human_push() {
 	[ "$(gb_up_since "$n" '"query": "service=git-upload-pack"')" = 2 ]
 	[ "$(gb_up_since "$n" '"path": "/octo/demo.git/git-upload-pack"')" = 1 ]
 	[ "$(gb_up_since "$n" '"path": "/octo/demo.git/git-receive-pack"')" = 1 ]
+	# Both the hook's own requests (gitserve/gitpush.c), not git fetch's and git push's.
+	[ "$(gb_up_since "$n" '"agent": "git/shimbridge-[^"]*".*"path": "/octo/demo.git/git-\(upload\|receive\)-pack"')" = 2 ]
 	[ "$(gb_mirref "$GB_MIRROR_ALICE" refs/heads/main)" = "$news" ]
 	gb_fsck "$GB_MIRROR_ALICE"
 	# So a fetch now finds the mirror fresh: no request beyond the prefetch.
