@@ -19,12 +19,17 @@
 
 #define ZYGOTE_MAX	64	/* limits.jail_pool's bound */
 /*
- * Jails are built once no call has ended for this long: in a burst of calls,
- * building them competes with the calls for the CPUs (and on a virtual machine
- * for its page-table work) and gains nothing. Measured (bench/README.md): calls
- * back to back took as long with no pool at all, with ~1 ms less CPU each.
+ * Jails are built once no call has ended for this long; 0: as soon as the event
+ * loop comes round after a call's end (its EXIT frame is written first: the
+ * socket's write event was active before the timer expired). Measured
+ * (bench/README.md, "The pool refills"): on a 2-CPU AMD VM a refill at each call's
+ * end cost the other processes ~1.2 ms of CPU a call and bought nothing back to
+ * back, so it waited for 10 ms of quiet; on a 2-CPU Intel VM (Nov 2026) the wait
+ * made every call of a burst build its own jail on its path, 1,755-1,892 µs a call
+ * back to back against 1,313-1,433 µs refilling at once, with the daemon's and the
+ * shim's CPU per call no higher.
  */
-#define ZYGOTE_QUIET_US	10000
+#define ZYGOTE_QUIET_US	0
 
 /* The shape of a (session, tool)'s jails, learned from its calls. */
 struct zygote_kind {

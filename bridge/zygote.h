@@ -4,9 +4,9 @@
  * init (shimbridge-jail) already in fresh namespaces, its filesystem built with
  * its own fresh scratch directory bound in, already the session's runner,
  * waiting for one tool. A request takes one (its scratch dir is the call's),
- * hands it the tool at spawn time, and a deferred event builds replacements once
- * no call has ended for a while, so namespace creation and mounting are off the
- * request's path and out of a burst of calls. Every jail serves
+ * hands it the tool at spawn time, and a deferred event builds replacements as
+ * soon as the loop is free after a call's end, so namespace creation and mounting
+ * are off the request's path. Every jail serves
  * one call only: no two calls share a namespace or a scratch directory.
  *
  * A pool learns a (session, tool) shape from the first call (fresh jail), and is
