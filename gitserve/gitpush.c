@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,24 @@ gitpush_add_pkt(struct gitbuf *body, const char *buf, size_t len)
 		return -1;
 	snprintf(hdr, sizeof hdr, "%04zx", len + 4);
 	return gitbuf_add(body, hdr, 4) == 0 && gitbuf_add(body, buf, len) == 0 ? 0 : -1;
+}
+
+/* Add one pkt-line formatted as printf does (no NUL in it); -1 as gitpush_add_pkt. */
+static int __attribute__((format(printf, 2, 3)))
+gitpush_add_pktf(struct gitbuf *body, const char *fmt, ...)
+{
+	va_list	 ap;
+	char	*line;
+	int	 rc;
+
+	va_start(ap, fmt);
+	rc = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (rc < 0)
+		return -1;
+	rc = gitpush_add_pkt(body, line, strlen(line));
+	free(line);
+	return rc;
 }
 
 /* Whether caps (space-separated) has word. */
@@ -367,21 +386,59 @@ gitpush_nodelay(struct evhttp_connection *conn)
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-/* host and port of an http:// upstream (giturl checked its characters); 0, or -1. */
+/*
+ * A connection to the http:// upstream (host[:port], which giturl checked) for
+ * answers of at most max bytes; 0, or -1 with nothing made.
+ */
 static int
-gitpush_split_host(const struct gitctx *ctx, char **host, unsigned long *port)
+gitpush_connect(const struct gitctx *ctx, size_t max, struct event_base **base,
+    struct evhttp_connection **conn)
 {
 	const char	*colon;
+	char		*host;
+	unsigned long	 port = 80;
 
 	colon = strrchr(ctx->url.host, ':');
 	if (colon != NULL && strchr(colon, ']') == NULL) {
-		*port = strtoul(colon + 1, NULL, 10);
-		*host = xstrndup(ctx->url.host, colon - ctx->url.host);
-	} else {
-		*port = 80;
-		*host = xstrdup(ctx->url.host);
+		port = strtoul(colon + 1, NULL, 10);
+		host = xstrndup(ctx->url.host, colon - ctx->url.host);
+	} else
+		host = xstrdup(ctx->url.host);
+	*base = NULL;
+	*conn = NULL;
+	if (port == 0 || port > 65535 || host[0] == '[' || (*base = event_base_new()) == NULL ||
+	    (*conn = evhttp_connection_base_new(*base, NULL, host, (unsigned short)port)) ==
+	    NULL) {
+		if (*base != NULL)
+			event_base_free(*base);
+		*base = NULL;
+		free(host);
+		return -1;
 	}
-	return *port == 0 || *port > 65535 || (*host)[0] == '[' ? -1 : 0;
+	evhttp_connection_set_timeout(*conn, GITPUSH_TIMEOUT);
+	evhttp_connection_set_retries(*conn, 0);
+	evhttp_connection_set_max_headers_size(*conn, 64 * 1024);
+	evhttp_connection_set_max_body_size(*conn, max);
+	return 0;
+}
+
+/* Write all of data to fd (a pipe to a git child); 0, or -1 (it went away). */
+static int
+gitpush_write_all(int fd, const char *data, size_t len)
+{
+	size_t	off;
+	ssize_t	w;
+
+	for (off = 0; off < len; off += (size_t)w) {
+		if ((w = write(fd, data + off, len - off)) < 0) {
+			if (errno == EINTR) {
+				w = 0;
+				continue;
+			}
+			return -1;
+		}
+	}
+	return 0;
 }
 
 /* A gitrun_cb taking pack-objects' stdout into a gitbuf; -1 (stop) when full. */
@@ -419,8 +476,7 @@ gitpush_pack(const struct gitctx *ctx, const char *gitdir, const struct gitpush_
 	struct gitproc		 gp;
 	struct gitmsg_progress	 prog;
 	char			*why;
-	size_t			 i, k = 0, off;
-	ssize_t			 w;
+	size_t			 i, k = 0;
 	int			 fds[2], r, status;
 
 	gitbuf_init(&revs, GITC_REFS_MAX);
@@ -469,15 +525,7 @@ gitpush_pack(const struct gitctx *ctx, const char *gitdir, const struct gitpush_
 		return -1;
 	}
 	/* pack-objects reads all its revisions before it writes a byte of the pack. */
-	for (off = 0; off < revs.len; off += w) {
-		if ((w = write(fds[1], revs.data + off, revs.len - off)) < 0) {
-			if (errno == EINTR) {
-				w = 0;
-				continue;
-			}
-			break;
-		}
-	}
+	(void)gitpush_write_all(fds[1], revs.data, revs.len);	/* its exit says the rest */
 	close(fds[1]);
 	gitbuf_free(&revs);
 	gitmsg_progress_init(&prog, ctx->progress, err);
@@ -517,8 +565,7 @@ gitpush_http(const struct gitctx *ctx, const char *gitdir, const struct gitpush_
 	struct gitpush_adv	*adv;
 	struct gitpush_http	 h;
 	struct gitbuf		 body, pack;
-	char			*host = NULL, *uri = NULL, *line = NULL;
-	unsigned long		 port;
+	char			*uri = NULL, *line = NULL;
 	size_t			 i, len;
 	int			 rc = GITPUSH_FALLBACK, sideband, deletes = 0, packs = 0;
 
@@ -531,14 +578,8 @@ gitpush_http(const struct gitctx *ctx, const char *gitdir, const struct gitpush_
 	memset(&h, 0, sizeof h);
 	gitbuf_init(&h.body, 0);
 
-	if (gitpush_split_host(ctx, &host, &port) != 0 ||
-	    (base = event_base_new()) == NULL ||
-	    (conn = evhttp_connection_base_new(base, NULL, host, (unsigned short)port)) == NULL)
+	if (gitpush_connect(ctx, GITPUSH_RESULT_MAX, &base, &conn) != 0)
 		goto out;
-	evhttp_connection_set_timeout(conn, GITPUSH_TIMEOUT);
-	evhttp_connection_set_retries(conn, 0);
-	evhttp_connection_set_max_headers_size(conn, 64 * 1024);
-	evhttp_connection_set_max_body_size(conn, GITPUSH_RESULT_MAX);
 
 	/* The advertisement: the bridge's injector asked for it as the call began. */
 	xasprintf(&uri, "/%s/info/refs?service=git-receive-pack", ctx->url.path);
@@ -575,11 +616,13 @@ gitpush_http(const struct gitctx *ctx, const char *gitdir, const struct gitpush_
 			    /* as send-pack: no meters from upstream unless asked for */
 			    !ctx->progress && gitpush_has_cap(adv->caps, "quiet") ? " quiet" : "",
 			    GITPUSH_AGENT);
-		else
-			xasprintf(&line, "%s %s %s\n", u[i].old, u[i].new, u[i].ref);
+		else if (gitpush_add_pktf(&body, "%s %s %s\n", u[i].old, u[i].new, u[i].ref) != 0)
+			goto out;
+		if (i > 0)
+			continue;
+		/* The first carries the capabilities after a NUL. */
 		len = strlen(line);
-		if (i == 0)
-			len += 1 + strlen(line + len + 1);
+		len += 1 + strlen(line + len + 1);
 		if (gitpush_add_pkt(&body, line, len) != 0)
 			goto out;
 		free(line);
@@ -622,7 +665,6 @@ gitpush_http(const struct gitctx *ctx, const char *gitdir, const struct gitpush_
 out:
 	free(line);
 	free(uri);
-	free(host);
 	free(adv);
 	gitbuf_free(&h.body);
 	gitbuf_free(&body);
@@ -653,9 +695,7 @@ gitpush_feed(const struct gitctx *ctx, int runflags, const char *const *args,
 {
 	struct gitproc	 gp;
 	char		*cause = NULL;
-	size_t		 off;
-	ssize_t		 w;
-	int		 fds[2], r;
+	int		 fds[2], r, w;
 
 	if (pipe(fds) != 0)
 		return -1;
@@ -666,19 +706,11 @@ gitpush_feed(const struct gitctx *ctx, int runflags, const char *const *args,
 		free(cause);
 		return -1;
 	}
-	for (off = 0; off < len; off += w) {
-		if ((w = write(fds[1], data + off, len - off)) < 0) {
-			if (errno == EINTR) {
-				w = 0;
-				continue;
-			}
-			break;
-		}
-	}
+	w = gitpush_write_all(fds[1], data, len);
 	close(fds[1]);
 	r = gitrun_wait(gp.pid, &cause);
 	free(cause);
-	return off == len ? r : -1;
+	return w == 0 ? r : -1;
 }
 
 /* The mirror's value of ref in the "<oid> <ref>" lines, or NULL. */
@@ -744,8 +776,7 @@ gitpush_warm_run(const struct gitctx *ctx, const char *gitdir, char **want, size
 	struct gitpush_http	 h;
 	struct gitbuf		 body, pack, cmds;
 	const char		*sp, *old;
-	char			*host = NULL, *uri = NULL, *line = NULL, zero[65];
-	unsigned long		 port;
+	char			*uri = NULL, *line = NULL, zero[65];
 	size_t			 i, j, len, hexlen;
 	int			 rc = -1, dup;
 
@@ -760,38 +791,24 @@ gitpush_warm_run(const struct gitctx *ctx, const char *gitdir, char **want, size
 			dup = strncmp(want[len], want[i], sp - want[i] + 1) == 0;
 		if (dup)
 			continue;
-		if (j++ == 0)
-			xasprintf(&line, "want %.*s side-band-64k thin-pack ofs-delta no-progress "
-			    "agent=%s\n", (int)(sp - want[i]), want[i], GITPUSH_AGENT);
-		else
-			xasprintf(&line, "want %.*s\n", (int)(sp - want[i]), want[i]);
-		if (gitpush_add_pkt(&body, line, strlen(line)) != 0)
+		if (gitpush_add_pktf(&body, j++ == 0 ? "want %.*s side-band-64k thin-pack "
+		    "ofs-delta no-progress agent=" GITPUSH_AGENT "\n" : "want %.*s\n",
+		    (int)(sp - want[i]), want[i]) != 0)
 			goto out;
-		free(line);
-		line = NULL;
 	}
 	if (gitbuf_add(&body, "0000", 4) != 0)
 		goto out;
 	/* As fetch-pack's first round: up to 256 haves; fewer only means a larger pack. */
 	for (i = 0; i < nhave && i < 256; i++) {
 		sp = strchr(have[i], ' ');
-		xasprintf(&line, "have %.*s\n", (int)(sp - have[i]), have[i]);
-		if (gitpush_add_pkt(&body, line, strlen(line)) != 0)
+		if (gitpush_add_pktf(&body, "have %.*s\n", (int)(sp - have[i]), have[i]) != 0)
 			goto out;
-		free(line);
-		line = NULL;
 	}
 	if (gitpush_add_pkt(&body, "done\n", 5) != 0)
 		goto out;
 
-	if (gitpush_split_host(ctx, &host, &port) != 0 ||
-	    (base = event_base_new()) == NULL ||
-	    (conn = evhttp_connection_base_new(base, NULL, host, (unsigned short)port)) == NULL)
+	if (gitpush_connect(ctx, GITPUSH_WARM_MAX + 1024 * 1024, &base, &conn) != 0)
 		goto out;
-	evhttp_connection_set_timeout(conn, GITPUSH_TIMEOUT);
-	evhttp_connection_set_retries(conn, 0);
-	evhttp_connection_set_max_headers_size(conn, 64 * 1024);
-	evhttp_connection_set_max_body_size(conn, GITPUSH_WARM_MAX + 1024 * 1024);
 	xasprintf(&uri, "/%s/git-upload-pack", ctx->url.path);
 	if (gitpush_request(base, conn, ctx->url.host, EVHTTP_REQ_POST, uri,
 	    "application/x-git-upload-pack-request", "application/x-git-upload-pack-result",
@@ -819,7 +836,6 @@ gitpush_warm_run(const struct gitctx *ctx, const char *gitdir, char **want, size
 out:
 	free(line);
 	free(uri);
-	free(host);
 	gitbuf_free(&h.body);
 	gitbuf_free(&body);
 	gitbuf_free(&pack);

@@ -1554,7 +1554,9 @@ SH
 @test "a push goes upstream as one request of the hook's own; upstream's refusal still says why, per branch" {
 	gb_clone alice own
 	gb_as alice own git checkout -q -b gb-own
-	gb_commit alice own own.txt
+	# 200 KB that do not compress: a pack that carried them again would show.
+	gb_as alice own sh -c 'head -c 200000 /dev/urandom >own.bin && git add own.bin &&
+		git commit -q -m "200 KB"'
 	nreq=$(gb_uplines)
 	sgit alice own push origin gb-own
 	gb_status 0
@@ -1569,7 +1571,7 @@ SH
 	[ "$(grep -c 'service=git-receive-pack' "$SB_DIR/out/own.log")" = 1 ]
 	! grep -q '"agent": "git/2\.' "$SB_DIR/out/own.log" || false
 
-	# A new branch's pack holds the new commit, not the history upstream has.
+	# A new branch's pack holds the new commit, not the history upstream has (own.bin).
 	gb_as alice own git checkout -q -b gb-own-2
 	gb_commit alice own own2.txt
 	sgit alice own push origin gb-own-2
