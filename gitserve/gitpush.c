@@ -35,6 +35,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <jansson.h>
 
 #include "hygiene.h"
 #include "util.h"
@@ -372,6 +373,30 @@ gitpush_request(struct event_base *base, struct evhttp_connection *conn, const c
 }
 
 /*
+ * Why a push was answered other than 200: the bridge's injector says why in
+ * {"message": "..."} (a refusal by the daemon's push policy); anything else is
+ * named by its status alone. Cleaned (redacted, no control bytes) for the agent.
+ */
+static void
+gitpush_http_cause(const struct gitpush_http *h, char **cause)
+{
+	json_t		*o;
+	const char	*msg = NULL;
+	char		*clean;
+
+	o = h->body.len > 0 ? json_loadb(h->body.data, h->body.len, 0, NULL) : NULL;
+	if (o != NULL)
+		msg = json_string_value(json_object_get(o, "message"));
+	if (msg != NULL && *msg != '\0') {
+		clean = gitmsg_clean(msg, strnlen(msg, 500));
+		xasprintf(cause, "upstream answered the push with HTTP %d: %s", h->status, clean);
+		free(clean);
+	} else
+		xasprintf(cause, "upstream answered the push with HTTP %d", h->status);
+	json_decref(o);
+}
+
+/*
  * No Nagle on the connection the GET opened: evhttp writes a request's head and body
  * apart, and the body would wait for the ACK of the head, which the server delays
  * (up to 40 ms on Linux) while it waits for the body.
@@ -654,7 +679,7 @@ gitpush_http(const struct gitctx *ctx, const char *gitdir, const struct gitpush_
 		goto out;
 	}
 	if (h.status != 200) {
-		xasprintf(cause, "upstream answered the push with HTTP %d", h.status);
+		gitpush_http_cause(&h, cause);
 		goto out;
 	}
 	if (gitpush_parse_result(gitbuf_str(&h.body), h.body.len, sideband, res) != 0) {

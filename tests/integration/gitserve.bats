@@ -44,7 +44,7 @@ setup_file() {
 	# The daemon's loopback injector, played by a proxy that adds the credential.
 	sb_bg /usr/bin/python3 "$FIXTURES/authproxy.py" --upstream-port "$PORT" \
 	    --token-file "$T/token" --port-file "$T/pport" --log "$T/proxy.jsonl" \
-	    >/dev/null 2>"$T/proxy.err"
+	    --refuse-push-file "$T/refuse-push" >/dev/null 2>"$T/proxy.err"
 	echo $! >"$T/proxy.pid"
 	for _ in $(seq 100); do
 		[ -s "$T/pport" ] && break
@@ -848,6 +848,20 @@ EOF
 	[ "$status" -eq 128 ]
 	[[ "$output" == *"cannot fetch $UPURL from upstream"* ]]
 	[ $(($(date +%s) - start)) -lt 10 ]
+}
+
+@test "without a token, a push the injector refuses says the injector's reason, and nothing lands" {
+	WRAP_UPURL="http://127.0.0.1:$PPORT/owner/$REPO.git" make_wrapper "$T/srv$N.sh" - version=2
+	clone
+	git -C "$W/c" checkout -q -b injector-refused
+	commit_file "$W/c" r.txt
+	printf 'shimbridge: the push was not sent: tag v9 is protected\n' >"$T/refuse-push"
+	cgit -C "$W/c" push origin injector-refused
+	rm -f "$T/refuse-push"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"push to upstream failed: upstream answered the push with HTTP 403: shimbridge: the push was not sent: tag v9 is protected"* ]]
+	[ "$(upref refs/heads/injector-refused)" = none ]
+	! git --git-dir="$MIRROR" rev-parse -q --verify refs/heads/injector-refused || false
 }
 
 @test "credential helper answers only for the exact upstream" {
