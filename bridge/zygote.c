@@ -20,8 +20,8 @@
 #define ZYGOTE_MAX	64	/* limits.jail_pool's bound */
 /*
  * Jails are built once no call has ended for this long; 0: as soon as the event
- * loop comes round after a call's end (its EXIT frame is written first: the
- * socket's write event was active before the timer expired). Measured
+ * loop comes round after a call's end (zygote_scratch_done runs when the call's
+ * connection is freed, once its EXIT frame was written). Measured
  * (bench/README.md, "The pool refills"): on a 2-CPU AMD VM a refill at each call's
  * end cost the other processes ~1.2 ms of CPU a call and bought nothing back to
  * back, so it waited for 10 ms of quiet; on a 2-CPU Intel VM (Nov 2026) the wait
