@@ -440,6 +440,7 @@ gitpush_connect(const struct gitctx *ctx, size_t max, struct event_base **base,
 		free(host);
 		return -1;
 	}
+	free(host);
 	evhttp_connection_set_timeout(*conn, GITPUSH_TIMEOUT);
 	evhttp_connection_set_retries(*conn, 0);
 	evhttp_connection_set_max_headers_size(*conn, 64 * 1024);

@@ -13,20 +13,17 @@ load lib	# staging, sb_bg, sb_reap; nothing of the bridge is used here
 setup_file() {
 	export ROOT_DIR BIN T TOKEN PORT PPORT FIXTURES
 	ROOT_DIR="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
-	# The Makefile target needs all of common/ to build; fall back to the file set this
-	# program actually uses.
 	if [ -z "${SHIMBRIDGE_GIT_BIN:-}" ] &&
-	    ! make -s -C "$ROOT_DIR" build/shimbridge-git >/dev/null 2>&1; then
-		mkdir -p "$ROOT_DIR/build"
-		gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow \
-		    -Wstrict-prototypes -Wmissing-prototypes -I"$ROOT_DIR/common" \
-		    "$ROOT_DIR"/gitserve/*.c "$ROOT_DIR/common/util.c" -o "$ROOT_DIR/build/shimbridge-git"
+	    ! make -s -C "$ROOT_DIR" build/shimbridge-git >&2; then
+		echo "cannot build build/shimbridge-git (make build/shimbridge-git)" >&2
+		return 1
 	fi
 	# Staged copies (the checkout may be unreachable for "nobody"): again, after a build.
 	sb_stage
 	FIXTURES=$SB_FIXTURES
-	# SHIMBRIDGE_GIT_BIN=/abs/build/san/shimbridge-git runs the suite on another build.
-	BIN="${SHIMBRIDGE_GIT_BIN:-$SB_STAGE/build/shimbridge-git}"
+	# The staged build's (SB_BUILD=build/san: the ASan+UBSan one, as run-all's
+	# gitserve-asan); SHIMBRIDGE_GIT_BIN=/abs/path runs the suite on another binary.
+	BIN="${SHIMBRIDGE_GIT_BIN:-$SB_BUILD/shimbridge-git}"
 	T="$(mktemp -d /tmp/gitserve-bats.XXXXXX)"
 	_sb_record "dir $T"
 	chmod 755 "$T"
