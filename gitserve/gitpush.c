@@ -15,12 +15,11 @@
  * an atomic, reported push needs, is left to git push (GITPUSH_FALLBACK), before
  * anything has gone upstream.
  */
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-
-#include <sys/resource.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,10 +61,13 @@ gitpush_pkt(const char *buf, size_t size, size_t *off, const char **line, size_t
 		return -1;
 	for (i = 0; i < 4; i++) {
 		c = (unsigned char)buf[*off + i];
+		/* Either case, as git's own reader: a push upstream took must read as taken. */
 		if (c >= '0' && c <= '9')
 			n = n * 16 + (c - '0');
 		else if (c >= 'a' && c <= 'f')
 			n = n * 16 + (c - 'a' + 10);
+		else if (c >= 'A' && c <= 'F')
+			n = n * 16 + (c - 'A' + 10);
 		else
 			return -1;
 	}
@@ -474,17 +476,24 @@ gitpush_take_pack(const char *rec, size_t len, void *arg)
 	return gitbuf_add(arg, rec, len) == 0 ? 0 : -1;
 }
 
-/* Whether oid is one of the sorted "<oid> <ref>" lines' objects. */
+/* bsearch(3) of an object name among "<oid> <ref>" lines sorted by strcmp. */
+static int
+gitpush_oid_cmp(const void *key, const void *elem)
+{
+	const char	*oid = key, *line = *(char *const *)elem;
+	size_t		 l = strlen(oid);
+	int		 r;
+
+	if ((r = strncmp(oid, line, l)) != 0)
+		return r;
+	return line[l] == ' ' ? 0 : -1;	/* a longer name sorts after */
+}
+
+/* Whether oid is the object of one of the mirror's sorted "<oid> <ref>" lines. */
 static int
 gitpush_local(char **have, size_t nhave, const char *oid)
 {
-	size_t	i, l = strlen(oid);
-
-	for (i = 0; i < nhave; i++) {
-		if (strncmp(have[i], oid, l) == 0 && have[i][l] == ' ')
-			return 1;
-	}
-	return 0;
+	return nhave > 0 && bsearch(oid, have, nhave, sizeof *have, gitpush_oid_cmp) != NULL;
 }
 
 /*
@@ -803,7 +812,7 @@ gitpush_warm_run(const struct gitctx *ctx, const char *gitdir, char **want, size
 	struct gitbuf		 body, pack, cmds;
 	const char		*sp, *old;
 	char			*uri = NULL, *line = NULL, zero[65];
-	size_t			 i, j, len, hexlen;
+	size_t			 i, j, k, hexlen;
 	int			 rc = -1, dup;
 
 	memset(&h, 0, sizeof h);
@@ -813,8 +822,8 @@ gitpush_warm_run(const struct gitctx *ctx, const char *gitdir, char **want, size
 	gitbuf_init(&cmds, GITC_REFS_MAX * 2);
 	for (i = 0, j = 0; i < nwant; i++) {
 		sp = strchr(want[i], ' ');
-		for (dup = 0, len = 0; !dup && len < i; len++)
-			dup = strncmp(want[len], want[i], sp - want[i] + 1) == 0;
+		for (dup = 0, k = 0; !dup && k < i; k++)
+			dup = strncmp(want[k], want[i], sp - want[i] + 1) == 0;
 		if (dup)
 			continue;
 		if (gitpush_add_pktf(&body, j++ == 0 ? "want %.*s side-band-64k thin-pack "
